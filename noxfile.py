@@ -1,0 +1,109 @@
+"""Every entry point of the course. `nox -l` lists them.
+
+All sessions share one virtual environment, `.nox/course`, built from `requirements.lock`
+(pinned) plus this package in editable mode. It is rebuilt only when those files change,
+so the first session takes a few minutes and the rest start at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+VENV = ROOT / ".nox" / "course"
+BIN = VENV / "bin"
+STAMP = VENV / ".installed"
+LOCK_FILES = [ROOT / "requirements.lock", ROOT / "pyproject.toml"]
+
+nox.options.sessions = ["test"]
+nox.options.default_venv_backend = "none"
+
+
+def _fingerprint() -> str:
+    digest = hashlib.sha256()
+    for path in LOCK_FILES:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def course_env(session: nox.Session) -> dict[str, str]:
+    """Create or refresh the shared environment; return the variables that select it."""
+    if not (BIN / "python").exists():
+        session.run(sys.executable, "-m", "venv", str(VENV), external=True)
+    if not STAMP.exists() or STAMP.read_text() != _fingerprint():
+        pip = [str(BIN / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+        session.log("Installing the course's packages (first run only; a few minutes)...")
+        session.run(*pip, "-r", str(ROOT / "requirements.lock"), external=True)
+        session.run(*pip, "--no-deps", "-e", str(ROOT), external=True)
+        STAMP.write_text(_fingerprint())
+    return {
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "VIRTUAL_ENV": str(VENV),
+        "PYTHONUNBUFFERED": "1",
+        "NO_MKDOCS_2_WARNING": "1",
+    }
+
+
+def run(session: nox.Session, *args: str, env: dict[str, str], **kwargs) -> None:
+    """Run a command from the course environment."""
+    program = args[0] if "/" in args[0] else str(BIN / args[0])
+    session.run(program, *args[1:], env=env, external=True, **kwargs)
+
+
+@nox.session
+def lab(session: nox.Session) -> None:
+    """Start JupyterLab on the labs (Ctrl-C stops it)."""
+    env = course_env(session)
+    run(session, "python", "-m", "jupyter", "lab", "--notebook-dir", str(ROOT / "labs"),
+        *session.posargs, env=env)
+
+
+@nox.session
+def check(session: nox.Session) -> None:
+    """Grade your labs: `nox -s check` for all, `nox -s check -- 04` for one."""
+    env = course_env(session)
+    run(session, "python", "-m", "streamlab.grading", *session.posargs, env=env)
+
+
+@nox.session
+def author(session: nox.Session) -> None:
+    """Regenerate labs/ from solutions/ and strip notebook outputs."""
+    env = course_env(session)
+    run(session, "python", "-m", "streamlab.authoring", *session.posargs, env=env)
+
+
+@nox.session
+def test(session: nox.Session) -> None:
+    """Everything CI runs: freshness of labs/, the package's tests, the self-test, the site."""
+    env = course_env(session)
+    run(session, "python", "-m", "streamlab.authoring", "--check", env=env)
+    run(session, "python", "-m", "pytest", *(session.posargs or ["tests", "solutions"]), env=env)
+
+
+@nox.session
+def site(session: nox.Session) -> None:
+    """Build the course website into build/site."""
+    env = course_env(session)
+    run(session, "python", "-m", "mkdocs", "build", "--strict", env=env)
+
+
+@nox.session
+def serve(session: nox.Session) -> None:
+    """Serve the course website at http://127.0.0.1:8000 with live reload."""
+    env = course_env(session)
+    run(session, "python", "-m", "mkdocs", "serve", *session.posargs, env=env)
+
+
+@nox.session
+def clean(session: nox.Session) -> None:
+    """Delete build/ (checkpoints, grades, site) and the course environment."""
+    for path in (ROOT / "build", VENV):
+        if path.exists():
+            session.log(f"removing {path}")
+            shutil.rmtree(path)

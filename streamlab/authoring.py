@@ -1,0 +1,185 @@
+"""Generate the learner's notebooks in ``labs/`` from the solved ones in ``solutions/``.
+
+A solution notebook marks its exercises in two ways:
+
+- a code cell tagged ``exercise-4.2`` holds exercise 4.2 (tags are in the cell's metadata;
+  JupyterLab shows them under the property inspector). A cell tagged ``graded-setup`` holds
+  imports or constants that the exercise cells need; the grader runs it too.
+- inside an exercise cell, the lines between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` are
+  the answer. In ``labs/`` they become a TODO comment and
+  ``raise NotImplementedError("exercise 4.2 is not done yet")`` at the same indentation.
+
+Run ``python -m streamlab.authoring`` (``nox -s author``) after editing a solution: it strips
+outputs from ``solutions/`` and rewrites ``labs/``. ``--check`` changes nothing and exits 1
+when a notebook is stale or carries outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+
+from streamlab.paths import REPO_ROOT
+from streamlab.registry import Lab, labs
+
+SOLUTIONS_DIR = REPO_ROOT / "solutions"
+LABS_DIR = REPO_ROOT / "labs"
+
+EXERCISE_TAG = re.compile(r"^exercise-(\d+\.\d+)$")
+SETUP_TAG = "graded-setup"
+_BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION\s*$")
+_END = re.compile(r"^\s*# END SOLUTION\s*$")
+
+#: The message a stub raises; the grader reads "not started" from it.
+NOT_DONE = "exercise {id} is not done yet"
+NOT_DONE_PATTERN = re.compile(r"^exercise (\d+\.\d+) is not done yet")
+
+# Cell metadata that records a run, not the lesson.
+_VOLATILE_CELL_METADATA = ("execution", "collapsed", "scrolled", "ExecuteTime")
+
+
+class AuthoringError(ValueError):
+    """A solution notebook does not follow the conventions above."""
+
+
+def exercise_id(cell: nbformat.NotebookNode) -> str | None:
+    """The exercise a cell belongs to, from its ``exercise-N.M`` tag, or None."""
+    for tag in cell.get("metadata", {}).get("tags", []):
+        match = EXERCISE_TAG.match(tag)
+        if match:
+            return match.group(1)
+    return None
+
+
+def is_graded(cell: nbformat.NotebookNode) -> bool:
+    """True for the cells the grader runs: exercise cells and ``graded-setup`` cells."""
+    if cell.cell_type != "code":
+        return False
+    return exercise_id(cell) is not None or SETUP_TAG in cell.metadata.get("tags", [])
+
+
+def strip_outputs(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy without outputs, execution counts or widget state."""
+    clean = copy.deepcopy(notebook)
+    clean.metadata.pop("widgets", None)
+    for cell in clean.cells:
+        for key in _VOLATILE_CELL_METADATA:
+            cell.metadata.pop(key, None)
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    return clean
+
+
+def stub_source(source: str, exercise: str, title: str, where: str) -> str:
+    """Replace every solution region in ``source`` by a stub that raises "not done yet"."""
+    out: list[str] = []
+    lines = source.splitlines()
+    regions = 0
+    i = 0
+    while i < len(lines):
+        begin = _BEGIN.match(lines[i])
+        if not begin:
+            if _END.match(lines[i]):
+                raise AuthoringError(f"{where}: '# END SOLUTION' without a BEGIN")
+            out.append(lines[i])
+            i += 1
+            continue
+        end = next((j for j in range(i + 1, len(lines)) if _END.match(lines[j])), None)
+        if end is None:
+            raise AuthoringError(f"{where}: '# BEGIN SOLUTION' is never closed")
+        indent = begin.group("indent")
+        out.append(f"{indent}# TODO: exercise {exercise}, {title[0].lower()}{title[1:]}.")
+        out.append(f'{indent}raise NotImplementedError("{NOT_DONE.format(id=exercise)}")')
+        regions += 1
+        i = end + 1
+    if regions == 0:
+        raise AuthoringError(f"{where}: exercise cell {exercise} has no '# BEGIN SOLUTION'")
+    return "\n".join(out)
+
+
+def without_markers(source: str) -> str:
+    """The solved code as a reader should see it: the region markers removed."""
+    return "\n".join(line for line in source.splitlines()
+                     if not (_BEGIN.match(line) or _END.match(line)))
+
+
+def make_lab_notebook(solution: nbformat.NotebookNode, lab: Lab) -> nbformat.NotebookNode:
+    """The learner's notebook for ``lab``, built from its solution notebook."""
+    notebook = strip_outputs(solution)
+    found: set[str] = set()
+    for index, cell in enumerate(notebook.cells):
+        exercise = exercise_id(cell)
+        if exercise is None:
+            continue
+        where = f"{lab.name} cell {index + 1}"
+        if cell.cell_type != "code":
+            raise AuthoringError(f"{where}: only code cells can be exercise cells")
+        cell.source = stub_source(cell.source, exercise, lab.exercise(exercise).title, where)
+        found.add(exercise)
+    missing = [e.id for e in lab.exercises if e.id not in found]
+    if missing:
+        raise AuthoringError(
+            f"{lab.name}: course.toml lists exercise(s) {', '.join(missing)} "
+            "but no cell is tagged for them"
+        )
+    return notebook
+
+
+def _text(notebook: nbformat.NotebookNode) -> str:
+    return nbformat.writes(notebook) + "\n"
+
+
+def sync(check: bool, root: Path = REPO_ROOT) -> list[str]:
+    """Bring ``labs/`` up to date with ``solutions/``; return what was (or would be) changed."""
+    problems: list[str] = []
+    for lab in labs():
+        source_path = lab.notebook(root / "solutions")
+        if not source_path.exists():
+            problems.append(f"{source_path.relative_to(root)} is missing")
+            continue
+        solution = nbformat.read(source_path, as_version=4)
+        clean = _text(strip_outputs(solution))
+        if source_path.read_text(encoding="utf-8") != clean:
+            problems.append(f"{source_path.relative_to(root)} has outputs or run metadata")
+            if not check:
+                source_path.write_text(clean, encoding="utf-8")
+        target = lab.notebook(root / "labs")
+        generated = _text(make_lab_notebook(solution, lab))
+        if not target.exists() or target.read_text(encoding="utf-8") != generated:
+            problems.append(f"{target.relative_to(root)} is stale")
+            if not check:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(generated, encoding="utf-8")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m streamlab.authoring", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true",
+                        help="change nothing; exit 1 if labs/ is stale or solutions/ has outputs")
+    args = parser.parse_args(argv)
+    try:
+        problems = sync(check=args.check)
+    except AuthoringError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.check and problems:
+        for problem in problems:
+            print(f"  {problem}")
+        print("Run `nox -s author` to regenerate labs/ from solutions/.")
+        return 1
+    for problem in problems:
+        print(f"updated: {problem}")
+    print("labs/ is up to date with solutions/.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Turn what a check raised into a status and a sentence a learner can act on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from streamlab.authoring import NOT_DONE_PATTERN
+from streamlab.grading.loader import CellProblem, MissingName, describe_error
+from streamlab.grading.timeout import CheckTimeout
+
+PASSED, FAILED, NOT_STARTED = "passed", "failed", "not-started"
+
+_MAX_MESSAGE = 400
+
+
+class CellFailed(Exception):
+    """An exercise cannot be checked because one of its cells did not run."""
+
+    def __init__(self, problem: CellProblem):
+        super().__init__(problem.sentence())
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    message: str
+
+
+def _shorten(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+
+
+def _not_done(error: BaseException) -> bool:
+    # A stub called inside a Spark job comes back wrapped in a PythonException whose text
+    # holds the original message, so search the whole text, not only its start.
+    text = str(error)
+    return any(NOT_DONE_PATTERN.match(line.split("NotImplementedError: ")[-1].strip())
+               for line in text.splitlines())
+
+
+def verdict_for(error: BaseException | None, exercise: str) -> Verdict:
+    """The verdict for a check of ``exercise`` that raised ``error`` (None: it passed)."""
+    if error is None:
+        return Verdict(PASSED, "")
+    if isinstance(error, CellFailed):
+        status = NOT_STARTED if error.problem.kind == "not-done" else FAILED
+        return Verdict(status, _shorten(str(error)))
+    if _not_done(error):
+        return Verdict(NOT_STARTED, f"Exercise {exercise} is not done yet.")
+    if isinstance(error, MissingName):
+        return Verdict(FAILED, (
+            f"`{error.name}` is not defined in the notebook's exercise cells. Did you rename "
+            f"it, or write it in a cell that is not tagged exercise-{exercise}?"))
+    if isinstance(error, CheckTimeout):
+        return Verdict(FAILED, (
+            f"The check {error}. Is there an endless loop, or a stream that never stops? "
+            "(A stream that should end uses trigger(availableNow=True).)"))
+    if isinstance(error, AssertionError):
+        # Checks phrase their own message; pytest appends its introspection after it.
+        text = str(error).split("\nassert ")[0].strip() or "A check's assertion failed."
+        return Verdict(FAILED, _shorten(text))
+    return Verdict(FAILED, _shorten(f"Your code raised {describe_error(error, '<')}"))
+
+
+def combine(verdicts: list[Verdict]) -> Verdict:
+    """One verdict for an exercise from the verdicts of its checks."""
+    if not verdicts:
+        return Verdict(FAILED, "No check grades this exercise (a course bug: please report it).")
+    if all(v.status == PASSED for v in verdicts):
+        return Verdict(PASSED, "")
+    if all(v.status == NOT_STARTED for v in verdicts):
+        return verdicts[0]
+    first = next(v for v in verdicts if v.status != PASSED)
+    return Verdict(FAILED, first.message)

@@ -1,0 +1,109 @@
+"""The lab registry: ``course.toml`` lists every lab and exercise, in order.
+
+The grader, the authoring pipeline, nox and the site navigation all read it, so a lab
+exists in one place.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from streamlab.paths import REPO_ROOT
+
+REGISTRY_FILE = REPO_ROOT / "course.toml"
+
+
+class RegistryError(ValueError):
+    """``course.toml`` is malformed, or a lab or exercise it names does not exist."""
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    title: str
+    hint: str
+
+
+@dataclass(frozen=True)
+class Lab:
+    id: str
+    slug: str
+    title: str
+    summary: str
+    exercises: tuple[Exercise, ...]
+
+    @property
+    def name(self) -> str:
+        """Folder and file stem, e.g. ``04-transform-with-state``."""
+        return f"{self.id}-{self.slug}"
+
+    def notebook(self, root: str | Path) -> Path:
+        """The lab's notebook under ``root`` (``labs/`` or ``solutions/``)."""
+        return Path(root) / self.name / f"{self.name}.ipynb"
+
+    @property
+    def check_file(self) -> Path:
+        return REPO_ROOT / "checks" / f"test_lab{self.id}.py"
+
+    @property
+    def site_page(self) -> str:
+        """The page's path relative to ``site/``."""
+        return f"labs/{self.name}.md"
+
+    def exercise(self, exercise_id: str) -> Exercise:
+        for exercise in self.exercises:
+            if exercise.id == exercise_id:
+                return exercise
+        known = ", ".join(e.id for e in self.exercises)
+        raise RegistryError(f"lab {self.id} has no exercise {exercise_id} (it has {known})")
+
+
+def _parse(data: dict, source: Path) -> tuple[Lab, ...]:
+    labs = []
+    seen: set[str] = set()
+    for raw in data.get("labs", []):
+        try:
+            exercises = tuple(
+                Exercise(id=e["id"], title=e["title"], hint=e["hint"])
+                for e in raw.get("exercises", [])
+            )
+            lab = Lab(
+                id=raw["id"],
+                slug=raw["slug"],
+                title=raw["title"],
+                summary=raw.get("summary", ""),
+                exercises=exercises,
+            )
+        except KeyError as missing:
+            raise RegistryError(f"{source}: a lab or exercise has no {missing} field") from None
+        for exercise in exercises:
+            if not exercise.id.startswith(f"{int(lab.id)}."):
+                raise RegistryError(
+                    f"{source}: exercise {exercise.id} of lab {lab.id} should be numbered "
+                    f"{int(lab.id)}.N"
+                )
+        if lab.id in seen:
+            raise RegistryError(f"{source}: lab {lab.id} is listed twice")
+        seen.add(lab.id)
+        labs.append(lab)
+    return tuple(labs)
+
+
+@cache
+def labs(path: Path = REGISTRY_FILE) -> tuple[Lab, ...]:
+    """Every lab in course order."""
+    with open(path, "rb") as handle:
+        return _parse(tomllib.load(handle), path)
+
+
+def lab(lab_id: str) -> Lab:
+    """One lab by id; ``"4"`` and ``"04"`` both name lab 04."""
+    wanted = lab_id.zfill(2)
+    for candidate in labs():
+        if candidate.id == wanted:
+            return candidate
+    known = ", ".join(l.id for l in labs())
+    raise RegistryError(f"there is no lab {lab_id!r}; the labs are {known}")

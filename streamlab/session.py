@@ -1,0 +1,145 @@
+"""The course's SparkSession: local by default, RocksDB state store, quiet logs.
+
+Every notebook, check and test calls :func:`spark_session` and gets the same session for
+the life of the process, so a Python process starts at most one JVM.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+#: Environment variable naming the Spark master; ``local[*]`` when unset.
+MASTER_ENV = "STREAMLAB_SPARK_MASTER"
+
+_LOG4J = Path(__file__).with_name("log4j2.properties")
+
+#: Settings every course session starts with. Lab 00 explains each one.
+DEFAULT_CONF: dict[str, str] = {
+    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    # Arrow makes toPandas() and the pandas state APIs cheap on a laptop.
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # A learner's stopped query must not leave a lock behind that blocks the next run.
+    "spark.sql.streaming.stopActiveRunOnRestart": "true",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
+}
+
+
+class JavaNotFoundError(RuntimeError):
+    """Spark needs a Java runtime (17 or newer) and none was found."""
+
+
+_INSTALL_JAVA = (
+    "Install Java 17 and try again: on Debian or Ubuntu `sudo apt-get install "
+    "openjdk-17-jre-headless`, on macOS `brew install openjdk@17`, on Windows the "
+    "Temurin 17 installer from adoptium.net. If Java is installed elsewhere, set JAVA_HOME."
+)
+
+
+def _java_executable() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    return shutil.which("java")
+
+
+def java_major_version(java: str) -> int | None:
+    """Return the major version that ``java -version`` reports, or None if it will not say."""
+    try:
+        out = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        return None
+    major = int(match.group(1))
+    # Java 8 and older call themselves 1.x.
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def check_java() -> None:
+    """Raise :class:`JavaNotFoundError` with install advice unless Java 17+ is available."""
+    java = _java_executable()
+    if java is None:
+        raise JavaNotFoundError(f"Spark needs Java, and no `java` was found. {_INSTALL_JAVA}")
+    major = java_major_version(java)
+    if major is None:
+        raise JavaNotFoundError(f"`{java} -version` did not answer. {_INSTALL_JAVA}")
+    if major < 17:
+        raise JavaNotFoundError(
+            f"Spark 4 needs Java 17 or newer, and `{java}` is Java {major}. {_INSTALL_JAVA}"
+        )
+
+
+def session_conf(shuffle_partitions: int | None = None, **extra: str) -> dict[str, str]:
+    """The configuration :func:`spark_session` starts with, plus overrides."""
+    conf = dict(DEFAULT_CONF)
+    if shuffle_partitions is not None:
+        conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    conf.update({key: str(value) for key, value in extra.items()})
+    return conf
+
+
+def spark_session(
+    master: str | None = None,
+    *,
+    app_name: str = "streamlab",
+    conf: dict[str, str] | None = None,
+) -> "SparkSession":
+    """Return the process's shared SparkSession, starting it on the first call.
+
+    ``master`` defaults to the ``STREAMLAB_SPARK_MASTER`` environment variable, else
+    ``local[*]``. ``conf`` adds to or overrides :data:`DEFAULT_CONF`; it only matters on the
+    call that starts the session. Python workers run the interpreter that runs this code,
+    so they see the same packages.
+
+    >>> spark = spark_session()                                  # doctest: +SKIP
+    >>> spark.conf.get("spark.sql.streaming.stateStore.providerClass")  # doctest: +SKIP
+    'org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider'
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    check_java()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    builder = SparkSession.builder.master(
+        master or os.environ.get(MASTER_ENV, "local[*]")
+    ).appName(app_name)
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def stop_spark_session() -> None:
+    """Stop every active streaming query and the shared session, if one is running."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        return
+    for query in spark.streams.active:
+        query.stop()
+    spark.stop()

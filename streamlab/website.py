@@ -1,0 +1,82 @@
+"""mkdocs hooks: the site's navigation and each lab's exercises come from the course itself.
+
+- The navigation lists the labs in ``course.toml`` order, so a new lab appears without
+  editing ``mkdocs.yml``.
+- On a lab page, the line ``<!-- exercises -->`` becomes one section per exercise: the task
+  as the solution notebook states it, the hint from ``course.toml`` and the solution code
+  from the notebook, both collapsed. Nothing is pasted, so the page cannot drift from the lab.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import nbformat
+
+from streamlab import registry
+from streamlab.authoring import exercise_id, without_markers
+from streamlab.paths import REPO_ROOT
+
+MARKER = "<!-- exercises -->"
+
+_PAGES = [
+    ("Home", "index.md"),
+    ("Setup", "setup.md"),
+    ("Grading yourself", "grading.md"),
+]
+_AFTER_LABS = [
+    ("Architecture", "architecture.md"),
+    ("For instructors", "authoring.md"),
+]
+
+
+def navigation() -> list:
+    """The nav tree: the fixed pages around one entry per lab."""
+    labs = [{f"{lab.id} · {lab.title}": lab.site_page} for lab in registry.labs()]
+    return ([{title: page} for title, page in _PAGES] + [{"Labs": labs}]
+            + [{title: page} for title, page in _AFTER_LABS])
+
+
+def on_config(config, **kwargs):
+    config["nav"] = navigation()
+    return config
+
+
+def _indent(text: str) -> str:
+    return textwrap.indent(text, "    ")
+
+
+def exercise_sections(lab: registry.Lab) -> str:
+    """Markdown for every exercise of ``lab``: task, collapsed hint, collapsed solution."""
+    notebook = nbformat.read(lab.notebook(REPO_ROOT / "solutions"), as_version=4)
+    tasks: dict[str, str] = {}
+    code: dict[str, list[str]] = {}
+    previous_markdown = ""
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            previous_markdown = cell.source
+            continue
+        exercise = exercise_id(cell)
+        if exercise:
+            tasks.setdefault(exercise, previous_markdown)
+            code.setdefault(exercise, []).append(without_markers(cell.source))
+        previous_markdown = ""
+    parts = []
+    for exercise in lab.exercises:
+        task = tasks.get(exercise.id, "").strip() or f"### Exercise {exercise.id} · {exercise.title}"
+        solution = "\n\n".join(code.get(exercise.id, []))
+        parts.append("\n\n".join([
+            task,
+            f'??? tip "Hint"\n\n{_indent(exercise.hint)}',
+            f'??? success "Solution"\n\n{_indent(f"```python{chr(10)}{solution}{chr(10)}```")}',
+        ]))
+    return "\n\n".join(parts)
+
+
+def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
+    if MARKER not in markdown:
+        return markdown
+    for lab in registry.labs():
+        if page.file.src_uri == lab.site_page:
+            return markdown.replace(MARKER, exercise_sections(lab))
+    return markdown

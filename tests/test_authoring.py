@@ -1,0 +1,111 @@
+"""The authoring pipeline: solutions/ is the source, labs/ is generated from it."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from streamlab import authoring, registry
+from streamlab.authoring import AuthoringError, make_lab_notebook, stub_source
+from streamlab.paths import REPO_ROOT
+
+SOLVED = '''\
+def double(x):
+    """Twice x."""
+    # BEGIN SOLUTION
+    y = x * 2
+    return y
+    # END SOLUTION
+
+
+class Machine:
+    def status(self):
+        # BEGIN SOLUTION
+        return "Healthy"
+        # END SOLUTION'''
+
+
+def test_each_region_becomes_a_stub_at_its_indentation():
+    stubbed = stub_source(SOLVED, "4.2", "Build the processor", "cell 3")
+    assert "x * 2" not in stubbed and '"Healthy"' not in stubbed
+    assert '    raise NotImplementedError("exercise 4.2 is not done yet")' in stubbed
+    assert '        raise NotImplementedError("exercise 4.2 is not done yet")' in stubbed
+    assert "    # TODO: exercise 4.2, build the processor." in stubbed
+    # What is outside the regions is kept: the learner sees the signatures and docstrings.
+    assert 'def double(x):\n    """Twice x."""' in stubbed
+    compile(stubbed, "stub", "exec")
+
+
+def test_stubbed_function_raises_not_done():
+    namespace: dict = {}
+    exec(stub_source(SOLVED, "4.2", "Build it", "cell 1"), namespace)
+    with pytest.raises(NotImplementedError, match=r"^exercise 4\.2 is not done yet$"):
+        namespace["double"](2)
+
+
+@pytest.mark.parametrize("source, problem", [
+    ("x = 1", "has no '# BEGIN SOLUTION'"),
+    ("# BEGIN SOLUTION\nx = 1", "never closed"),
+    ("x = 1\n# END SOLUTION", "without a BEGIN"),
+])
+def test_malformed_regions_are_reported_with_the_cell(source, problem):
+    with pytest.raises(AuthoringError, match=problem) as error:
+        stub_source(source, "0.1", "Title", "00-orientation cell 5")
+    assert "00-orientation cell 5" in str(error.value)
+
+
+def _notebook(*cells):
+    notebook = new_notebook()
+    notebook.cells = list(cells)
+    return notebook
+
+
+def _tagged(source, *tags):
+    cell = new_code_cell(source)
+    cell.metadata["tags"] = list(tags)
+    return cell
+
+
+def test_lab_notebook_keeps_ungraded_cells_and_strips_outputs():
+    lab = registry.lab("00")
+    demo = new_code_cell("print('hi')")
+    demo.outputs = [nbformat.v4.new_output("stream", text="hi\n")]
+    demo.execution_count = 3
+    cells = [new_markdown_cell("# Title"), demo]
+    cells += [_tagged(f"def f{i}():\n    # BEGIN SOLUTION\n    return {i}\n    # END SOLUTION",
+                      f"exercise-{e.id}") for i, e in enumerate(lab.exercises)]
+    generated = make_lab_notebook(_notebook(*cells), lab)
+    assert generated.cells[0].source == "# Title"
+    assert generated.cells[1].source == "print('hi')"
+    assert generated.cells[1].outputs == [] and generated.cells[1].execution_count is None
+    assert all("not done yet" in c.source for c in generated.cells[2:])
+
+
+def test_an_exercise_without_a_cell_is_an_authoring_error():
+    lab = registry.lab("00")
+    first = lab.exercises[0]
+    only_one = _notebook(_tagged("# BEGIN SOLUTION\nx = 1\n# END SOLUTION", f"exercise-{first.id}"))
+    with pytest.raises(AuthoringError, match="no cell is tagged"):
+        make_lab_notebook(only_one, lab)
+
+
+def test_labs_folder_is_generated_from_solutions():
+    stale = authoring.sync(check=True)
+    assert stale == [], "Run `nox -s author`: " + "; ".join(stale)
+
+
+def test_committed_notebooks_carry_no_outputs():
+    for folder in ("solutions", "labs"):
+        for path in (REPO_ROOT / folder).rglob("*.ipynb"):
+            notebook = nbformat.read(path, as_version=4)
+            ran = [i for i, c in enumerate(notebook.cells, 1)
+                   if c.cell_type == "code" and (c.outputs or c.execution_count)]
+            assert not ran, f"{path.relative_to(REPO_ROOT)} has outputs in cells {ran}"
+
+
+def test_every_lab_in_the_registry_has_notebooks_checks_and_a_page():
+    for lab in registry.labs():
+        assert lab.notebook(REPO_ROOT / "solutions").exists(), lab.name
+        assert lab.check_file.exists(), lab.check_file
+        assert (REPO_ROOT / "site" / lab.site_page).exists(), lab.site_page

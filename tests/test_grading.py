@@ -1,0 +1,203 @@
+"""The grader: loading exercise cells, verdicts, the report, and the command end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from streamlab import registry
+from streamlab.grading import loader, report
+from streamlab.grading.plugin import CheckResult
+from streamlab.grading.timeout import CheckTimeout, time_limit
+from streamlab.grading.verdict import (FAILED, NOT_STARTED, PASSED, CellFailed, Verdict,
+                                       combine, verdict_for)
+from streamlab.paths import REPO_ROOT
+
+
+def _write(tmp_path: Path, *cells) -> Path:
+    notebook = new_notebook()
+    notebook.cells = list(cells)
+    path = tmp_path / "lab.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+def _code(source: str, *tags: str):
+    cell = new_code_cell(source)
+    cell.metadata["tags"] = list(tags)
+    return cell
+
+
+def test_only_graded_cells_run_in_a_fresh_module(tmp_path):
+    path = _write(
+        tmp_path,
+        new_markdown_cell("# intro"),
+        _code("import math", "graded-setup"),
+        _code("LEFTOVER = 1"),  # an ordinary cell: the grader must not see its names
+        _code("def area(r):\n    return math.pi * r * r", "exercise-1.1"),
+    )
+    loaded = loader.load_notebook(path)
+    assert loaded.area(1) == pytest.approx(3.14159, rel=1e-4)
+    with pytest.raises(loader.MissingName):
+        loaded.LEFTOVER
+    assert loaded.exercises == {"1.1"} and loaded.problems == []
+
+
+def test_a_syntax_error_names_the_cell_and_spares_other_exercises(tmp_path):
+    path = _write(
+        tmp_path,
+        new_markdown_cell("# intro"),
+        _code("def broken(:\n    pass", "exercise-1.1"),
+        _code("def fine():\n    return 2", "exercise-1.2"),
+    )
+    loaded = loader.load_notebook(path)
+    problem = loaded.problem_for("1.1")
+    assert problem is not None and problem.kind == "syntax"
+    assert problem.sentence().startswith("Cell 2 (exercise 1.1) has a syntax error: line 1")
+    assert loaded.problem_for("1.2") is None and loaded.fine() == 2
+
+
+def test_a_broken_setup_cell_blocks_every_exercise(tmp_path):
+    path = _write(tmp_path, _code("import no_such_module_here", "graded-setup"),
+                  _code("def f():\n    return 1", "exercise-1.1"))
+    problem = loader.load_notebook(path).problem_for("1.1")
+    assert problem is not None and "ModuleNotFoundError" in problem.sentence()
+    assert "cell 1 (setup)" in problem.sentence()
+
+
+def test_an_endless_loop_at_cell_level_is_stopped(tmp_path, monkeypatch):
+    monkeypatch.setattr(loader, "CELL_TIME_LIMIT", 0.5)
+    path = _write(tmp_path, _code("while True:\n    pass", "exercise-1.1"))
+    problem = loader.load_notebook(path).problem_for("1.1")
+    assert problem is not None and problem.kind == "timeout"
+    assert "endless loop" in problem.sentence()
+
+
+def test_a_stub_at_cell_level_means_not_started(tmp_path):
+    path = _write(tmp_path, _code('raise NotImplementedError("exercise 1.1 is not done yet")',
+                                  "exercise-1.1"))
+    problem = loader.load_notebook(path).problem_for("1.1")
+    assert verdict_for(CellFailed(problem), "1.1").status == NOT_STARTED
+
+
+def test_time_limit_interrupts_a_loop():
+    with pytest.raises(CheckTimeout, match="0.2 s"):
+        with time_limit(0.2):
+            while True:
+                pass
+
+
+@pytest.mark.parametrize("error, status, words", [
+    (None, PASSED, ""),
+    (NotImplementedError("exercise 4.2 is not done yet"), NOT_STARTED, "not done yet"),
+    (RuntimeError("PythonException: ... NotImplementedError: exercise 4.2 is not done yet\n at"),
+     NOT_STARTED, "not done yet"),
+    (loader.MissingName("build_it", Path("x")), FAILED, "Did you rename it"),
+    (CheckTimeout(30), FAILED, "endless loop"),
+    (AssertionError("Expected 3 rows, got 2.\nassert 2 == 3"), FAILED, "Expected 3 rows, got 2."),
+    (TypeError("unsupported operand"), FAILED, "Your code raised TypeError: unsupported operand"),
+])
+def test_verdicts_speak_in_sentences(error, status, words):
+    verdict = verdict_for(error, "4.2")
+    assert verdict.status == status and words in verdict.message
+    assert "\nassert" not in verdict.message and "Traceback" not in verdict.message
+
+
+def test_an_exercise_passes_only_when_every_check_passes():
+    ok, todo, bad = Verdict(PASSED, ""), Verdict(NOT_STARTED, "todo"), Verdict(FAILED, "bad")
+    assert combine([ok, ok]).status == PASSED
+    assert combine([todo, todo]).status == NOT_STARTED
+    assert combine([ok, bad]) == Verdict(FAILED, "bad")
+    assert combine([ok, todo]).status == FAILED
+    assert combine([]).status == FAILED
+
+
+def test_grade_json_has_the_documented_shape():
+    lab = registry.lab("00")
+    first, second = lab.exercises[0], lab.exercises[1]
+    results = [CheckResult("00", first.id, "a", Verdict(PASSED, "")),
+               CheckResult("00", second.id, "b", Verdict(FAILED, "Expected 5 rows."))]
+    graded = report.grade([lab], results)
+    entry = graded["labs"][0]
+    assert (entry["id"], entry["title"]) == ("00", lab.title)
+    statuses = {e["id"]: (e["status"], e["message"]) for e in entry["exercises"]}
+    assert statuses[first.id] == ("passed", "")
+    assert statuses[second.id] == ("failed", "Expected 5 rows.")
+    assert set(entry["exercises"][0]) >= {"id", "title", "status", "message"}
+    text = report.render(graded)
+    assert "Expected 5 rows." in text and text.splitlines()[-1].startswith("1 passed, ")
+
+
+def _grade(notebooks: Path | str, *labs: str, json_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "streamlab.grading", "--notebooks", str(notebooks),
+         "--json", str(json_path), *labs],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
+    )
+
+
+def _with_cell(source_dir: Path, target_dir: Path, exercise: str, new_source: str) -> None:
+    """Copy lab 00's notebook from source_dir to target_dir with one exercise cell replaced."""
+    lab = registry.lab("00")
+    notebook = nbformat.read(lab.notebook(source_dir), as_version=4)
+    for cell in notebook.cells:
+        if f"exercise-{exercise}" in cell.metadata.get("tags", []):
+            cell.source = new_source
+    target = lab.notebook(target_dir)
+    target.parent.mkdir(parents=True)
+    nbformat.write(notebook, target)
+
+
+def test_the_untouched_labs_grade_as_not_started(tmp_path):
+    out = _grade("labs", json_path=tmp_path / "grade.json")
+    assert out.returncode == 1, out.stdout + out.stderr
+    graded = json.loads((tmp_path / "grade.json").read_text())
+    for lab in graded["labs"]:
+        for exercise in lab["exercises"]:
+            assert exercise["status"] == "not-started", (lab["id"], exercise)
+    assert "Traceback" not in out.stdout + out.stderr
+    assert out.stdout.strip().splitlines()[-1].startswith("0 passed, ")
+
+
+def test_the_solutions_pass_every_check(tmp_path):
+    out = _grade("solutions", json_path=tmp_path / "grade.json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    graded = json.loads((tmp_path / "grade.json").read_text())
+    failing = [(e["id"], e["message"]) for lab in graded["labs"] for e in lab["exercises"]
+               if e["status"] != "passed"]
+    assert failing == []
+    total = sum(len(lab["exercises"]) for lab in graded["labs"])
+    assert out.stdout.strip().splitlines()[-1] == f"{total} passed, 0 failed"
+
+
+def test_broken_cells_get_one_line_reasons(tmp_path):
+    # A learner's lab 00 with the solution pasted into 0.1, a syntax error in 0.2 and an
+    # endless loop in 0.3.
+    notebooks = tmp_path / "mine"
+    _with_cell(REPO_ROOT / "solutions", notebooks, "0.2",
+               "def run_once(spark, input_dir, output_dir, checkpoint_dir):\n    return {'a': 1\n")
+    nb_path = registry.lab("00").notebook(notebooks)
+    notebook = nbformat.read(nb_path, as_version=4)
+    for cell in notebook.cells:
+        if "exercise-0.3" in cell.metadata.get("tags", []):
+            cell.source = "def summarise_progress(progress):\n    while True:\n        pass\n"
+    nbformat.write(notebook, nb_path)
+
+    out = _grade(notebooks, "00", json_path=tmp_path / "grade.json")
+    assert out.returncode == 1
+    exercises = {e["id"]: e for e in json.loads((tmp_path / "grade.json").read_text())
+                 ["labs"][0]["exercises"]}
+    assert exercises["0.1"]["status"] == "passed"
+    syntax = exercises["0.2"]["message"]
+    assert exercises["0.2"]["status"] == "failed" and "syntax error" in syntax
+    assert "Cell " in syntax and "(exercise 0.2)" in syntax
+    loop = exercises["0.3"]["message"]
+    assert exercises["0.3"]["status"] == "failed" and "did not finish within" in loop
+    assert "endless loop" in loop
+    assert "Traceback" not in out.stdout

@@ -1,0 +1,65 @@
+"""The session factory: one shared session with the course's settings, and Java advice."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+import pytest
+
+from streamlab import session
+from streamlab.session import ROCKSDB_PROVIDER, JavaNotFoundError
+
+
+def test_session_has_the_course_settings(spark):
+    conf = spark.conf
+    assert conf.get("spark.sql.streaming.stateStore.providerClass") == ROCKSDB_PROVIDER
+    assert conf.get("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled") == "true"
+    assert conf.get("spark.sql.session.timeZone") == "UTC"
+    assert conf.get("spark.ui.enabled") == "false"
+    assert spark.sparkContext.master == "local[2]"
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+
+
+def test_session_is_shared(spark):
+    assert session.spark_session() is spark
+
+
+def test_python_workers_run_this_interpreter(spark):
+    # The workers must see the same packages as the driver (protobuf for transformWithState).
+    seen = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").executable).collect()
+    assert seen == [sys.executable]
+
+
+def _fake_java(tmp_path, version_line: str | None):
+    java = tmp_path / "bin" / "java"
+    java.parent.mkdir()
+    body = f'echo \'{version_line}\' >&2' if version_line else "exit 1"
+    java.write_text(f"#!/bin/sh\n{body}\n")
+    java.chmod(java.stat().st_mode | stat.S_IEXEC)
+    return tmp_path
+
+
+@pytest.mark.parametrize("version_line, words", [
+    ('openjdk version "11.0.2" 2019-01-15', "is Java 11"),
+    ('java version "1.8.0_292"', "is Java 8"),
+    (None, "did not answer"),
+])
+def test_old_or_broken_java_gets_install_advice(tmp_path, monkeypatch, version_line, words):
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path, version_line)))
+    with pytest.raises(JavaNotFoundError) as error:
+        session.check_java()
+    assert words in str(error.value) and "openjdk-17-jre-headless" in str(error.value)
+
+
+def test_missing_java_gets_install_advice(monkeypatch, tmp_path):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(JavaNotFoundError, match="no `java` was found"):
+        session.check_java()
+
+
+def test_java_17_is_accepted(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path, 'openjdk version "17.0.15" 2025-04-15')))
+    session.check_java()
