@@ -60,8 +60,7 @@ def run(session: nox.Session, *args: str, env: dict[str, str], **kwargs) -> None
 def lab(session: nox.Session) -> None:
     """Start JupyterLab on the labs (Ctrl-C stops it)."""
     env = course_env(session)
-    run(session, "python", "-m", "jupyter", "lab", "--notebook-dir", str(ROOT / "labs"),
-        *session.posargs, env=env)
+    run(session, "python", "-m", "streamlab.launch", *session.posargs, env=env)
 
 
 @nox.session
