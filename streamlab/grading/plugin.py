@@ -28,6 +28,7 @@ from streamlab.grading.loader import LoadedNotebook, load_notebook
 from streamlab.grading.timeout import time_limit
 from streamlab.grading.verdict import CellFailed, Verdict, verdict_for
 from streamlab.paths import REPO_ROOT
+from streamlab.spark_fixtures import checkpoint_dir, shared_spark, spark  # noqa: F401 (fixtures)
 
 #: Time limit of one check unless its marker says otherwise.
 DEFAULT_TIMEOUT = 30.0
@@ -100,31 +101,6 @@ def nb(request: pytest.FixtureRequest) -> LoadedNotebook:
     if problem:
         raise CellFailed(problem)
     return loaded
-
-
-@pytest.fixture(scope="session")
-def _shared_spark():
-    from streamlab.session import spark_session, stop_spark_session
-
-    spark = spark_session("local[2]", conf={"spark.sql.shuffle.partitions": "2"})
-    yield spark
-    stop_spark_session()
-
-
-@pytest.fixture
-def spark(_shared_spark):
-    """The run's one SparkSession; queries and jobs a check leaves behind are stopped."""
-    yield _shared_spark
-    for query in _shared_spark.streams.active:
-        query.stop()
-    _shared_spark.sparkContext.cancelAllJobs()
-
-
-@pytest.fixture
-def checkpoint_dir(tmp_path: Path) -> str:
-    """A fresh, empty checkpoint folder for one check."""
-    path = tmp_path / "checkpoint"
-    return str(path)
 
 
 @pytest.hookimpl(wrapper=True)
