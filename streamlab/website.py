@@ -2,6 +2,7 @@
 
 - The navigation lists the labs in ``course.toml`` order, so a new lab appears without
   editing ``mkdocs.yml``.
+- On the home page, the line ``<!-- labs -->`` becomes a table of the labs.
 - On a lab page, the line ``<!-- exercises -->`` becomes one section per exercise: the task
   as the solution notebook states it, the hint from ``course.toml`` and the solution code
   from the notebook, both collapsed. Nothing is pasted, so the page cannot drift from the lab.
@@ -18,6 +19,7 @@ from streamlab.authoring import exercise_id, without_markers
 from streamlab.paths import REPO_ROOT
 
 MARKER = "<!-- exercises -->"
+LABS_MARKER = "<!-- labs -->"
 
 _PAGES = [
     ("Home", "index.md"),
@@ -73,7 +75,15 @@ def exercise_sections(lab: registry.Lab) -> str:
     return "\n\n".join(parts)
 
 
+def lab_table() -> str:
+    """A table of every lab with its summary, linked to its page."""
+    rows = [f"| [{lab.id} · {lab.title}]({lab.site_page}) | {lab.summary} |"
+            for lab in registry.labs()]
+    return "\n".join(["| lab | you learn |", "|---|---|", *rows])
+
+
 def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
+    markdown = markdown.replace(LABS_MARKER, lab_table())
     if MARKER not in markdown:
         return markdown
     for lab in registry.labs():

@@ -1,0 +1,104 @@
+"""The course website: built strictly, navigation and exercises from the course, seen in Chromium."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from streamlab import registry
+from streamlab.paths import BUILD_DIR, REPO_ROOT
+
+CHROMIUM = os.environ.get("STREAMLAB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+ARTIFACTS = BUILD_DIR / "artifacts"
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> Path:
+    target = tmp_path_factory.mktemp("site")
+    out = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(target)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    return target
+
+
+def test_every_lab_has_a_page_in_the_navigation(built_site):
+    home = (built_site / "index.html").read_text()
+    for lab in registry.labs():
+        assert (built_site / "labs" / lab.name / "index.html").exists()
+        assert f"{lab.id} · {lab.title}" in home
+
+
+def test_lab_pages_carry_each_exercise_hint_and_solution(built_site):
+    for lab in registry.labs():
+        page = (built_site / "labs" / lab.name / "index.html").read_text()
+        for exercise in lab.exercises:
+            assert f"Exercise {exercise.id}" in page, (lab.id, exercise.id)
+        assert page.count("<details class=\"tip\"") == len(lab.exercises)
+        assert page.count("<details class=\"success\"") == len(lab.exercises)
+        assert "BEGIN SOLUTION" not in page and "NotImplementedError" not in page
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must install Chromium ({CHROMIUM}); see .ci/run")
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def served_site(built_site):
+    handler = functools.partial(_QuietHandler, directory=str(built_site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_reader_opens_a_solution_on_the_lab_page(browser, served_site):
+    lab = registry.labs()[0]
+    page = browser.new_page()
+    page.goto(f"{served_site}/labs/{lab.name}/")
+    solution = page.locator("details.success").first
+    assert not solution.evaluate("el => el.open")
+    solution.locator("summary").click()
+    assert solution.evaluate("el => el.open")
+    code = solution.locator("code").inner_text()
+    assert "def " in code and "BEGIN SOLUTION" not in code
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"site-{lab.name}.png"), full_page=True)
+    page.close()
+
+
+def test_a_reader_follows_the_lab_table_from_the_home_page(browser, served_site):
+    lab = registry.labs()[0]
+    page = browser.new_page()
+    page.goto(f"{served_site}/")
+    page.locator("article table a", has_text=f"{lab.id} · {lab.title}").click()
+    page.wait_for_url(f"**/labs/{lab.name}/")
+    assert page.locator("h1").first.inner_text().startswith(f"Lab {lab.id}")
+    page.close()
