@@ -134,10 +134,11 @@ def test_grade_json_has_the_documented_shape():
     assert "Expected 5 rows." in text and text.splitlines()[-1].startswith("1 passed, ")
 
 
-def _grade(notebooks: Path | str, *labs: str, json_path: Path) -> subprocess.CompletedProcess:
+def _grade(notebooks: Path | str, *labs: str, json_path: Path,
+           extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "streamlab.grading", "--notebooks", str(notebooks),
-         "--json", str(json_path), *labs],
+         "--json", str(json_path), *extra, *labs],
         capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
     )
 
@@ -189,7 +190,8 @@ def test_broken_cells_get_one_line_reasons(tmp_path):
             cell.source = "def summarise_progress(progress):\n    while True:\n        pass\n"
     nbformat.write(notebook, nb_path)
 
-    out = _grade(notebooks, "00", json_path=tmp_path / "grade.json")
+    out = _grade(notebooks, "00", json_path=tmp_path / "grade.json",
+                 extra=("--max-check-seconds", "3"))
     assert out.returncode == 1
     exercises = {e["id"]: e for e in json.loads((tmp_path / "grade.json").read_text())
                  ["labs"][0]["exercises"]}

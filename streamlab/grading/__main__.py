@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder of notebooks to grade (default: labs)")
     parser.add_argument("--json", default=str(BUILD_DIR / "grade.json"),
                         help="where to write the grade as JSON")
+    parser.add_argument("--max-check-seconds", type=float, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
         chosen = [registry.lab(i) for i in args.labs] or list(registry.labs())
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     recorder = _Recorder()
     pytest.main(
         [str(lab.check_file) for lab in chosen]
+        + (["--max-check-seconds", str(args.max_check_seconds)] if args.max_check_seconds else [])
         + ["--notebooks", args.notebooks, "-p", "no:terminal", "-p", "no:cacheprovider",
            "--rootdir", str(REPO_ROOT), "-c", str(REPO_ROOT / "checks" / "pytest.ini")],
         plugins=[recorder],
