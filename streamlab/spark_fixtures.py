@@ -2,36 +2,38 @@
 
 Used by the graded checks (through :mod:`streamlab.grading.plugin`) and by the package's
 own tests (``tests/conftest.py``), so both run Spark the same way: ``local[2]``, two
-shuffle partitions, the RocksDB state store, the web UI off.
+shuffle partitions, the RocksDB state store, the web UI off. The session starts with the
+first test that asks for it, not before, so a run whose checks stop early never pays for it.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 
-@pytest.fixture(scope="session")
-def shared_spark():
-    """The run's one SparkSession, stopped when the run ends."""
-    from streamlab.session import spark_session, stop_spark_session
+@pytest.fixture
+def spark():
+    """The run's one SparkSession; queries and jobs a test leaves behind are stopped afterwards."""
+    from streamlab.session import spark_session
 
     session = spark_session("local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     yield session
-    stop_spark_session()
-
-
-@pytest.fixture
-def spark(shared_spark):
-    """The shared session; queries and jobs a test leaves behind are stopped afterwards."""
-    yield shared_spark
-    for query in shared_spark.streams.active:
+    for query in session.streams.active:
         query.stop()
-    shared_spark.sparkContext.cancelAllJobs()
+    session.sparkContext.cancelAllJobs()
 
 
 @pytest.fixture
 def checkpoint_dir(tmp_path: Path) -> str:
     """A fresh, empty checkpoint folder for one test."""
     return str(tmp_path / "checkpoint")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if "pyspark" in sys.modules:
+        from streamlab.session import stop_spark_session
+
+        stop_spark_session()

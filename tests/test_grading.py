@@ -86,6 +86,14 @@ def test_a_stub_at_cell_level_means_not_started(tmp_path):
     assert verdict_for(CellFailed(problem), "1.1").status == NOT_STARTED
 
 
+def test_a_cell_that_still_holds_its_stub_is_not_started(tmp_path):
+    stub = 'def f():\n    raise NotImplementedError("exercise 1.1 is not done yet")'
+    path = _write(tmp_path, _code(stub, "exercise-1.1"), _code("def g():\n    return 1", "exercise-1.2"))
+    loaded = loader.load_notebook(path)
+    assert loaded.problem_for("1.1").kind == "not-done"
+    assert loaded.problem_for("1.2") is None
+
+
 def test_time_limit_interrupts_a_loop():
     with pytest.raises(CheckTimeout, match="0.2 s"):
         with time_limit(0.2):

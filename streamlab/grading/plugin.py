@@ -28,7 +28,7 @@ from streamlab.grading.loader import LoadedNotebook, load_notebook
 from streamlab.grading.timeout import time_limit
 from streamlab.grading.verdict import CellFailed, Verdict, verdict_for
 from streamlab.paths import REPO_ROOT
-from streamlab.spark_fixtures import checkpoint_dir, shared_spark, spark  # noqa: F401 (fixtures)
+from streamlab.spark_fixtures import checkpoint_dir, pytest_unconfigure, spark  # noqa: F401
 
 #: Time limit of one check unless its marker says otherwise.
 DEFAULT_TIMEOUT = 30.0
@@ -91,18 +91,26 @@ def notebooks_dir(config: pytest.Config) -> Path:
     return folder if folder.is_absolute() else REPO_ROOT / folder
 
 
+def _notebook_for(item: pytest.Item) -> LoadedNotebook:
+    lab = registry.lab(lab_of(item))
+    cache = item.config.stash[_notebooks_key]
+    if lab.id not in cache:
+        cache[lab.id] = load_notebook(lab.notebook(notebooks_dir(item.config)))
+    return cache[lab.id]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before any fixture: a check whose cells did not run stops here, without starting Spark.
+    problem = _notebook_for(item).problem_for(_exercise_marker(item).args[0])
+    if problem:
+        raise CellFailed(problem)
+
+
 @pytest.fixture
 def nb(request: pytest.FixtureRequest) -> LoadedNotebook:
     """The graded cells of this check's lab notebook, loaded once per run."""
-    lab = registry.lab(lab_of(request.node))
-    cache = request.config.stash[_notebooks_key]
-    if lab.id not in cache:
-        cache[lab.id] = load_notebook(lab.notebook(notebooks_dir(request.config)))
-    loaded = cache[lab.id]
-    problem = loaded.problem_for(_exercise_marker(request.node).args[0])
-    if problem:
-        raise CellFailed(problem)
-    return loaded
+    return _notebook_for(request.node)
 
 
 @pytest.hookimpl(wrapper=True)
