@@ -100,6 +100,15 @@ def serve(session: nox.Session) -> None:
 
 
 @nox.session
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks (`nox -s bench -- hub_throughput` runs one); figures in build/bench."""
+    env = course_env(session)
+    names = session.posargs or sorted(p.stem for p in (ROOT / "bench").glob("*.py"))
+    for name in names:
+        run(session, "python", str(ROOT / "bench" / f"{name}.py"), env=env)
+
+
+@nox.session
 def clean(session: nox.Session) -> None:
     """Delete build/ (checkpoints, grades, site) and the course environment."""
     for path in (ROOT / "build", VENV):

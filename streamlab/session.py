@@ -130,6 +130,9 @@ def spark_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    from streamlab.eventhubs import register
+
+    register(spark)
     return spark
 
 

@@ -1,0 +1,105 @@
+"""The options of ``format("eventhubs")``, checked once with messages a learner can act on."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pyspark.sql.types import (BinaryType, LongType, MapType, StringType, StructField,
+                               StructType, TimestampType)
+
+#: The row schema of the classic azure-event-hubs-spark connector.
+SCHEMA = StructType([
+    StructField("body", BinaryType()),
+    StructField("partition", StringType()),
+    StructField("offset", StringType()),
+    StructField("sequenceNumber", LongType()),
+    StructField("enqueuedTime", TimestampType()),
+    StructField("publisher", StringType()),
+    StructField("partitionKey", StringType()),
+    StructField("properties", MapType(StringType(), StringType())),
+])
+
+
+class EventHubsOptionError(ValueError):
+    """An option of the eventhubs source or sink is missing or malformed."""
+
+
+def _entity_path(connection_string: str) -> str | None:
+    for part in connection_string.split(";"):
+        key, _, value = part.partition("=")
+        if key.strip().lower() == "entitypath" and value.strip():
+            return value.strip()
+    return None
+
+
+def endpoint(connection_string: str) -> str:
+    """The ``sb://host:port`` part, for error messages (never the key)."""
+    for part in connection_string.split(";"):
+        key, _, value = part.partition("=")
+        if key.strip().lower() == "endpoint":
+            return value.strip().rstrip("/")
+    return "(no Endpoint in the connection string)"
+
+
+@dataclass(frozen=True)
+class EventHubsOptions:
+    connection_string: str
+    eventhub: str
+    consumer_group: str = "$Default"
+    starting_position: str = "latest"
+    max_events_per_trigger: int | None = None
+    #: How long the source waits for the hub before it gives up with an error.
+    timeout_seconds: float = 30.0
+
+    @property
+    def client_kwargs(self) -> dict:
+        """Arguments for ``from_connection_string``: the hub name unless the string has it."""
+        if _entity_path(self.connection_string):
+            return {"conn_str": self.connection_string}
+        return {"conn_str": self.connection_string, "eventhub_name": self.eventhub}
+
+    def starting_sequence_numbers(self) -> dict[str, int] | None:
+        """The JSON map form of ``startingPosition``, or None for earliest / latest."""
+        if self.starting_position in ("earliest", "latest"):
+            return None
+        try:
+            parsed = json.loads(self.starting_position)
+            return {str(p): int(s) for p, s in parsed.items()}
+        except (ValueError, AttributeError, TypeError):
+            raise EventHubsOptionError(
+                f"startingPosition must be earliest, latest or a JSON map of partition to "
+                f"sequence number such as '{{\"0\": 42}}'; got {self.starting_position!r}"
+            ) from None
+
+
+def parse_options(options: dict[str, str]) -> EventHubsOptions:
+    """Validate the options given to ``.option(...)`` (case-insensitive keys)."""
+    lowered = {k.lower(): v for k, v in options.items()}
+    connection_string = lowered.get("connectionstring")
+    if not connection_string:
+        raise EventHubsOptionError(
+            "the eventhubs source and sink need .option(\"connectionString\", ...): the string "
+            "`streamlab-hub` prints, or the one from the Azure portal")
+    eventhub = _entity_path(connection_string) or lowered.get("eventhubname")
+    if not eventhub:
+        raise EventHubsOptionError(
+            "name the event hub with .option(\"eventHubName\", \"heartbeats\") or an "
+            "EntityPath=... in the connection string")
+    limit = lowered.get("maxeventspertrigger")
+    try:
+        max_events = int(limit) if limit is not None else None
+    except ValueError:
+        max_events = -1
+    if max_events is not None and max_events <= 0:
+        raise EventHubsOptionError(f"maxEventsPerTrigger must be a positive number; got {limit!r}")
+    parsed = EventHubsOptions(
+        connection_string=connection_string,
+        eventhub=eventhub,
+        consumer_group=lowered.get("consumergroup", "$Default"),
+        starting_position=lowered.get("startingposition", "latest").strip(),
+        max_events_per_trigger=max_events,
+        timeout_seconds=float(lowered.get("timeoutseconds", 30)),
+    )
+    parsed.starting_sequence_numbers()  # fail early on a malformed map
+    return parsed

@@ -1,0 +1,197 @@
+"""Long-lived receivers, one per partition, that buffer events on the driver between batches.
+
+Each partition has one ``EventHubConsumerClient`` receiving in a background thread from a
+given sequence number on. Micro-batches take contiguous ranges of sequence numbers out of
+the buffer, so a steady stream pays for its connections once, not once per batch, and a
+batch is planned from what has already arrived instead of a management call per partition.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from streamlab.eventhubs.options import EventHubsOptions, endpoint
+
+#: A row of the source: see ``options.SCHEMA``.
+Row = tuple
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def event_row(partition_id: str, event: Any) -> Row:
+    """One received ``EventData`` as a row of the source's schema."""
+    body = b"".join(bytes(part) for part in event.body) if not isinstance(event.body, bytes) else event.body
+    properties = {_text(k): _text(v) for k, v in (event.properties or {}).items()}
+    return (body, partition_id, _text(event.offset), int(event.sequence_number),
+            event.enqueued_time, None, _text(event.partition_key), properties)
+
+
+class ReceiveTimeout(RuntimeError):
+    """Events that must exist did not arrive in time."""
+
+
+class _Partition:
+    """The buffer and receiver of one partition. Guarded by ``Receivers._lock``."""
+
+    def __init__(self) -> None:
+        self.rows: deque[Row] = deque()
+        self.next_sequence = 0  # one past the last buffered event
+        self.generation = 0  # bumped on every restart; callbacks of older receivers are ignored
+        self.client: Any = None
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def first_sequence(self) -> int:
+        return self.rows[0][3] if self.rows else self.next_sequence
+
+
+class Receivers:
+    """Buffers the events of every partition of one event hub for one query."""
+
+    def __init__(self, options: EventHubsOptions) -> None:
+        self._options = options
+        self._lock = threading.Condition()
+        self._partitions: dict[str, _Partition] = {}
+        self._closed = False
+
+    def ensure(self, start: dict[str, int]) -> None:
+        """Make sure every partition in ``start`` is receiving from its sequence number on."""
+        with self._lock:
+            for partition_id, sequence in start.items():
+                state = self._partitions.get(partition_id)
+                if state is None or not (state.first_sequence <= sequence <= state.next_sequence):
+                    self._restart(partition_id, sequence)
+
+    def available(self, partition_id: str) -> int:
+        """One past the last contiguous event buffered for ``partition_id``."""
+        with self._lock:
+            return self._partitions[partition_id].next_sequence
+
+    def wait_until(self, target: dict[str, int], timeout: float) -> None:
+        """Block until every partition has buffered events up to ``target`` (exclusive)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                missing = {p: s for p, s in target.items()
+                           if self._partitions[p].next_sequence < s}
+                if not missing:
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ReceiveTimeout(self._timeout_message(missing))
+                self._lock.wait(min(left, 0.5))
+
+    def take(self, partition_id: str, start: int, end: int, timeout: float) -> list[Row]:
+        """The events with ``start <= sequence number < end``, receiving them if needed."""
+        with self._lock:
+            state = self._partitions.get(partition_id)
+            if state is None or not (state.first_sequence <= start <= state.next_sequence):
+                # A batch replayed after a restart, or one planned elsewhere: read it again.
+                self._restart(partition_id, start)
+        self.wait_until({partition_id: end}, timeout)
+        with self._lock:
+            return [row for row in self._partitions[partition_id].rows if start <= row[3] < end]
+
+    def discard_before(self, committed: dict[str, int]) -> None:
+        """Forget events that a committed batch has read."""
+        with self._lock:
+            for partition_id, sequence in committed.items():
+                rows = self._partitions.get(partition_id)
+                while rows is not None and rows.rows and rows.rows[0][3] < sequence:
+                    rows.rows.popleft()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            states = list(self._partitions.values())
+            for state in states:
+                state.generation += 1
+        for state in states:
+            self._close_client(state)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _timeout_message(self, missing: dict[str, int]) -> str:
+        parts = []
+        for partition_id, sequence in sorted(missing.items()):
+            state = self._partitions[partition_id]
+            error = f" (last error: {state.error})" if state.error else ""
+            parts.append(f"partition {partition_id} has events up to {state.next_sequence - 1}, "
+                         f"needs up to {sequence - 1}{error}")
+        return (f"waited {self._options.timeout_seconds:g} s for event hub "
+                f"{self._options.eventhub!r} at {endpoint(self._options.connection_string)}: "
+                + "; ".join(parts) + ". Is the hub running?")
+
+    def _restart(self, partition_id: str, sequence: int) -> None:
+        state = self._partitions.setdefault(partition_id, _Partition())
+        state.generation += 1
+        old_client = state.client
+        state.rows.clear()
+        state.next_sequence = sequence
+        state.error = None
+        state.client = None
+        if old_client is not None:
+            threading.Thread(target=old_client.close, daemon=True).start()
+        if self._closed:
+            return
+        state.thread = threading.Thread(
+            target=self._receive, args=(partition_id, sequence, state.generation),
+            name=f"eventhubs-{self._options.eventhub}-{partition_id}", daemon=True)
+        state.thread.start()
+
+    @staticmethod
+    def _close_client(state: _Partition) -> None:
+        client, state.client = state.client, None
+        if client is not None:
+            client.close()
+        if state.thread is not None and state.thread is not threading.current_thread():
+            state.thread.join(10)
+
+    def _receive(self, partition_id: str, sequence: int, generation: int) -> None:
+        from azure.eventhub import EventHubConsumerClient
+
+        client = EventHubConsumerClient.from_connection_string(
+            consumer_group=self._options.consumer_group, **self._options.client_kwargs)
+        with self._lock:
+            state = self._partitions[partition_id]
+            if state.generation != generation:
+                client.close()
+                return
+            state.client = client
+
+        def on_batch(context, events) -> None:
+            self._on_events(partition_id, generation, events)
+
+        def on_error(context, error) -> None:
+            with self._lock:
+                if self._partitions[partition_id].generation == generation:
+                    self._partitions[partition_id].error = error
+
+        try:
+            client.receive_batch(
+                on_event_batch=on_batch, on_error=on_error, partition_id=partition_id,
+                starting_position=sequence, starting_position_inclusive=True,
+                max_batch_size=1000, max_wait_time=None, prefetch=2000)
+        except Exception as error:  # reported by wait_until's timeout message
+            with self._lock:
+                if self._partitions[partition_id].generation == generation:
+                    self._partitions[partition_id].error = error
+
+    def _on_events(self, partition_id: str, generation: int, events: list) -> None:
+        with self._lock:
+            state = self._partitions[partition_id]
+            if state.generation != generation:
+                return
+            for event in events:
+                if event.sequence_number >= state.next_sequence:
+                    state.rows.append(event_row(partition_id, event))
+                    state.next_sequence = event.sequence_number + 1
+            self._lock.notify_all()

@@ -1,0 +1,159 @@
+"""``spark.readStream.format("eventhubs")``: Azure Event Hubs as a Python streaming source.
+
+Offsets are per-partition sequence numbers, ``{"0": 42, "1": 17}``: the next event each
+partition will give. Spark writes them to the checkpoint before a batch runs, so a
+restarted query reads exactly the events after its last committed batch.
+
+The driver keeps one receiver per partition open between micro-batches
+(:mod:`streamlab.eventhubs.receivers`) and ships each batch's events to the tasks inside its
+input partitions: no connection per batch, and a batch is planned from what has arrived.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+                                              SupportsTriggerAvailableNow)
+
+from streamlab.eventhubs.options import EventHubsOptions, endpoint
+from streamlab.eventhubs.receivers import Receivers, Row
+
+
+class EventHubsUnavailable(RuntimeError):
+    """The event hub could not be reached or does not exist."""
+
+
+class EventsPartition(InputPartition):
+    """The events of one event hub partition in one micro-batch."""
+
+    def __init__(self, partition_id: str, rows: list[Row]) -> None:
+        super().__init__(partition_id)
+        self.partition_id = partition_id
+        self.rows = rows
+
+
+def _management(options: EventHubsOptions):
+    from azure.eventhub import EventHubConsumerClient
+
+    # Few retries: an unreachable hub should say so in seconds, not minutes.
+    return EventHubConsumerClient.from_connection_string(
+        consumer_group=options.consumer_group, retry_total=1, retry_backoff_factor=0.2,
+        **options.client_kwargs)
+
+
+def partition_bounds(options: EventHubsOptions) -> dict[str, tuple[int, int]]:
+    """For each partition, (first sequence number kept, one past the last)."""
+    def bounds(client, partition_id: str) -> tuple[int, int]:
+        props = client.get_partition_properties(partition_id)
+        last = int(props["last_enqueued_sequence_number"])
+        first = last + 1 if props["is_empty"] else int(props["beginning_sequence_number"])
+        return first, last + 1
+
+    try:
+        with _management(options) as client:
+            ids = client.get_partition_ids()
+            # Each management call is a connection of its own: ask for all partitions at once.
+            with ThreadPoolExecutor(max_workers=min(8, len(ids) or 1)) as pool:
+                return dict(zip(ids, pool.map(lambda p: bounds(client, p), ids)))
+    except Exception as error:  # the SDK raises several types; all mean the same to a learner
+        raise EventHubsUnavailable(
+            f"could not read event hub {options.eventhub!r} at "
+            f"{endpoint(options.connection_string)}: {type(error).__name__}: {error}. "
+            "Is the hub running (`streamlab-hub`, or `nox -s lab`, which starts one) and is the "
+            "event hub's name right?") from None
+
+
+def apply_limit(start: dict[str, int], latest: dict[str, int], max_rows: int) -> dict[str, int]:
+    """Share ``max_rows`` fairly between partitions: no partition starves another."""
+    wanted = {p: latest[p] - start[p] for p in latest}
+    granted = dict.fromkeys(latest, 0)
+    budget = max_rows
+    active = sorted(p for p in wanted if wanted[p] > 0)
+    while budget > 0 and active:
+        share = max(1, budget // len(active))
+        for partition_id in list(active):
+            grant = min(share, wanted[partition_id] - granted[partition_id], budget)
+            granted[partition_id] += grant
+            budget -= grant
+            if granted[partition_id] == wanted[partition_id]:
+                active.remove(partition_id)
+            if budget == 0:
+                break
+    return {p: start[p] + granted[p] for p in latest}
+
+
+class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads one event hub. Cheap to construct: Spark builds and pickles throwaway copies."""
+
+    def __init__(self, options: EventHubsOptions) -> None:
+        self.options = options
+        self._receivers: Receivers | None = None
+        self._target: dict[str, int] | None = None
+        self._initial: dict[str, int] | None = None
+
+    def __getstate__(self) -> dict:
+        # Tasks receive this object to call read(); the receivers stay on the driver.
+        return {"options": self.options, "_receivers": None, "_target": None, "_initial": None}
+
+    @property
+    def receivers(self) -> Receivers:
+        if self._receivers is None:
+            self._receivers = Receivers(self.options)
+        return self._receivers
+
+    def initialOffset(self) -> dict:
+        if self._initial is None:  # Spark may ask more than once; the answer must not move
+            bounds = partition_bounds(self.options)
+            explicit = self.options.starting_sequence_numbers()
+            if explicit is not None:
+                self._initial = {p: explicit.get(p, first) for p, (first, _) in bounds.items()}
+            elif self.options.starting_position == "earliest":
+                self._initial = {p: first for p, (first, _) in bounds.items()}
+            else:
+                self._initial = {p: end for p, (_, end) in bounds.items()}
+        return dict(self._initial)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_events_per_trigger:
+            return ReadMaxRows(self.options.max_events_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        # availableNow must read exactly what exists now: ask the hub once, then wait for it.
+        self._target = {p: end for p, (_, end) in partition_bounds(self.options).items()}
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        start = {str(p): int(s) for p, s in start.items()}
+        self.receivers.ensure(start)
+        if self._target is not None:
+            latest = {p: max(start.get(p, 0), end) for p, end in self._target.items()}
+            for p in start:
+                latest.setdefault(p, start[p])
+        else:
+            latest = {p: max(s, self.receivers.available(p)) for p, s in start.items()}
+        if isinstance(limit, ReadMaxRows):
+            latest = apply_limit({p: start.get(p, 0) for p in latest}, latest, limit.max_rows)
+        return latest
+
+    def partitions(self, start: dict, end: dict) -> list[EventsPartition]:
+        result = []
+        for partition_id in sorted(end, key=lambda p: (len(p), p)):
+            first, last = int(start.get(partition_id, 0)), int(end[partition_id])
+            if last > first:
+                rows = self.receivers.take(partition_id, first, last, self.options.timeout_seconds)
+                result.append(EventsPartition(partition_id, rows))
+        return result
+
+    def read(self, partition: EventsPartition) -> Iterator[Row]:
+        return iter(partition.rows)
+
+    def commit(self, end: dict) -> None:
+        self.receivers.discard_before({str(p): int(s) for p, s in end.items()})
+
+    def stop(self) -> None:
+        if self._receivers is not None:
+            self._receivers.close()
+            self._receivers = None

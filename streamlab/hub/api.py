@@ -1,0 +1,218 @@
+"""Start and stop the emulator from Python: in a background thread, or as a subprocess.
+
+In-process (a thread with its own event loop)::
+
+    with Hub(port=0) as hub:            # port 0: any free port
+        client = EventHubProducerClient.from_connection_string(
+            hub.connection_string, eventhub_name="heartbeats")
+
+As a subprocess (can be killed with SIGKILL to test durability)::
+
+    proc = start_subprocess(data_dir="/tmp/hub")
+    proc.connection_string; proc.kill(); proc.wait()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Mapping, Sequence
+
+from .server import DEFAULT_EVENTHUBS, HubConfig, HubServer, connection_string
+from .storage import Policy
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding streamlab/
+
+
+def _with_entity(conn_str: str, eventhub: str | None) -> str:
+    return conn_str + (f";EntityPath={eventhub}" if eventhub else "")
+
+
+class Hub:
+    """The emulator in a background thread of this process."""
+
+    def __init__(self, data_dir: str | os.PathLike | None = None,
+                 eventhubs: Mapping[str, int] | None = None, host: str = "127.0.0.1",
+                 port: int = 0, *, policy: Policy | None = None) -> None:
+        self.config = HubConfig(host=host, port=port,
+                                data_dir=Path(data_dir) if data_dir is not None else None,
+                                eventhubs=dict(eventhubs or DEFAULT_EVENTHUBS),
+                                policy=policy or Policy())
+        self._server: HubServer | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.port: int | None = None
+
+    @property
+    def connection_string(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the hub is not running; call start() first")
+        return connection_string(self.config.host, self.port)
+
+    def connection_string_for(self, eventhub: str) -> str:
+        """The connection string with ``EntityPath`` set to one event hub."""
+        return _with_entity(self.connection_string, eventhub)
+
+    def start(self, timeout: float = 30.0) -> str:
+        """Start serving; return the connection string once the port is open."""
+        if self._thread is not None:
+            return self.connection_string
+        self._ready.clear()
+        self._thread = threading.Thread(target=self._run, name="streamlab-hub", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError("the hub did not start in time")
+        if self._error is not None:
+            self._thread.join(timeout)
+            self._thread = None
+            raise self._error
+        return self.connection_string
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            self._server = HubServer(self.config)
+            try:
+                await self._server.start()
+            except BaseException as exc:  # noqa: BLE001 - reported to start()'s caller
+                self._error = exc
+                self._ready.set()
+                return
+            self.port = self._server.port
+            self._ready.set()
+            await self._stop.wait()
+            await self._server.stop()
+
+        asyncio.run(main())
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Close all connections and storage, and end the thread."""
+        if self._thread is None:
+            return
+        if self._loop is not None and self._stop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._stop.set)
+            except RuntimeError:  # the loop already ended
+                pass
+        self._thread.join(timeout)
+        self._thread = None
+        self.port = None
+
+    def __enter__(self) -> "Hub":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class HubProcess:
+    """A handle on an emulator running as a subprocess."""
+
+    def __init__(self, popen: subprocess.Popen, connection_string: str,
+                 output: collections.deque) -> None:
+        self.popen, self.connection_string, self._output = popen, connection_string, output
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+    def connection_string_for(self, eventhub: str) -> str:
+        return _with_entity(self.connection_string, eventhub)
+
+    def output(self) -> str:
+        """The last lines the emulator printed (stdout and stderr)."""
+        return "".join(self._output)
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to clean up (for durability tests)."""
+        if self.popen.poll() is None:
+            self.popen.kill()
+
+    def terminate(self) -> None:
+        """SIGTERM: the emulator closes connections and storage, then exits 0."""
+        if self.popen.poll() is None:
+            self.popen.terminate()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.popen.wait(timeout)
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """Terminate, wait, and kill if it does not exit in time."""
+        self.terminate()
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.popen.wait(timeout)
+
+    def __enter__(self) -> "HubProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_subprocess(data_dir: str | os.PathLike | None = None,
+                     eventhubs: Mapping[str, int] | None = None, host: str = "127.0.0.1",
+                     port: int = 0, *, extra_args: Sequence[str] = (),
+                     timeout: float = 30.0) -> HubProcess:
+    """Run ``python -m streamlab.hub`` and wait for its connection-string line."""
+    args = [sys.executable, "-m", "streamlab.hub", "--host", host, "--port", str(port)]
+    for name, count in (eventhubs or DEFAULT_EVENTHUBS).items():
+        args += ["--eventhub", f"{name}:{count}"]
+    if data_dir is not None:
+        args += ["--data-dir", str(data_dir)]
+    args += list(extra_args)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    popen = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env=env)
+    output: collections.deque = collections.deque(maxlen=200)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_pump_output, args=(popen.stdout, output, lines),
+                     daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
+        except queue.Empty:
+            line = None
+        if line is not None and line.startswith("Endpoint=sb://"):
+            return HubProcess(popen, line.strip(), output)
+        if line is None and popen.poll() is not None and lines.empty():
+            raise RuntimeError(f"streamlab-hub exited with code {popen.returncode}:\n"
+                               + "".join(output))
+        if time.monotonic() > deadline:
+            popen.kill()
+            popen.wait()
+            raise TimeoutError("streamlab-hub did not print its connection string:\n"
+                               + "".join(output))
+
+
+def _pump_output(stream: IO[str], output: collections.deque, lines: queue.Queue) -> None:
+    """Keep reading the child's output so it can never block on a full pipe."""
+    waiting = True
+    for line in stream:
+        output.append(line)
+        if waiting:  # after the connection string, only the recent-output buffer is kept
+            lines.put(line)
+            waiting = not line.startswith("Endpoint=sb://")
+    stream.close()

@@ -1,0 +1,282 @@
+"""One client connection: protocol headers, SASL, open/close, sessions and link attach.
+
+Every connection runs in its own task. Errors a client causes (garbage bytes, bad
+frames, unknown entities) end that client's link or connection with an AMQP error;
+they never reach the server loop. Output is coalesced per event-loop turn and the
+reader waits (``backpressure``) when a client stops reading, so a slow client only
+slows itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from . import frames
+from .attach import attach
+from .broker import Broker
+from .codec import DecodeError
+from .frames import Performative, ProtocolError
+from .links import InboundLink, Link, OutboundLink, ReplyLink
+
+_LOG = logging.getLogger(__name__)
+MAX_FRAME_SIZE = 256 * 1024
+HANDSHAKE_TIMEOUT = 30.0
+WINDOW = 5000  # session incoming window we advertise, refreshed when half used
+HIGH_WATER = 1024 * 1024  # bytes buffered for a client before we wait for it to read
+
+
+class Session:
+    """A session: channel mapping, transfer windows, and its links by handle."""
+
+    def __init__(self, connection: "Connection", channel: int, remote_channel: int,
+                 begin: Performative) -> None:
+        self.connection, self.channel, self.remote_channel = connection, channel, remote_channel
+        self.next_outgoing_id = 0  # per transfer frame we send
+        self._next_delivery = 0
+        self.next_incoming_id = begin.get(1, 0)
+        self.incoming_left = WINDOW
+        self.remote_incoming_window = begin.get(2, 0)
+        self.links: dict[int, Link] = {}  # by the client's handle
+
+    def send(self, data: bytes) -> None:
+        self.connection.send(data)
+
+    def next_delivery_id(self) -> int:
+        self._next_delivery = (self._next_delivery + 1) & 0xFFFFFFFF
+        return self._next_delivery - 1
+
+    def send_transfer_frame(self, data: bytes) -> None:
+        self.next_outgoing_id = (self.next_outgoing_id + 1) & 0xFFFFFFFF
+        self.remote_incoming_window -= 1
+        self.send(data)
+
+    def send_flow(self, handle: int | None = None, delivery_count: int | None = None,
+                  link_credit: int | None = None, drain: bool = False) -> None:
+        self.incoming_left = WINDOW
+        self.send(frames.flow_frame(self.channel, self.next_incoming_id, WINDOW,
+                                    self.next_outgoing_id, 2 ** 31 - 1, handle,
+                                    delivery_count, link_credit, drain=drain))
+
+    def free_handle(self) -> int:
+        used = {link.handle for link in self.links.values()}
+        return next(h for h in range(len(used) + 1) if h not in used)
+
+    def reply_link(self, node: str) -> ReplyLink | None:
+        for link in self.links.values():
+            if isinstance(link, ReplyLink) and not link.closed and link.address == node:
+                return link
+        return None
+
+    # ---------------------------------------------------------------- incoming frames
+
+    def on_flow(self, perf: Performative) -> None:
+        # The client's view of our transfers: how many more frames it will take.
+        next_in = perf.get(0, 0)
+        self.remote_incoming_window = next_in + perf.get(1, 0) - self.next_outgoing_id
+        link = self.links.get(perf.get(4))
+        if link is not None:
+            link.on_flow(perf)
+        for other in self.links.values():
+            if isinstance(other, OutboundLink):
+                other.wake.set()
+        if perf.get(9, False):  # echo requested: answer with the link's state if any
+            if link is not None and not link.closed:
+                self.send_flow(link.handle, link.delivery_count, link.credit_state())
+            else:
+                self.send_flow()
+
+    def on_transfer(self, perf: Performative) -> None:
+        self.next_incoming_id = (self.next_incoming_id + 1) & 0xFFFFFFFF
+        self.incoming_left -= 1
+        link = self.links.get(perf.get(0))
+        if isinstance(link, InboundLink):
+            link.on_transfer(perf)
+        if self.incoming_left <= WINDOW // 2:
+            self.send_flow()
+
+    def on_detach(self, perf: Performative) -> None:
+        link = self.links.pop(perf.get(0), None)
+        if link is None:
+            return
+        if not link.closed:  # the client detached first: confirm
+            self.send(frames.detach_frame(self.channel, link.handle, perf.get(1, False)))
+            link.close()
+
+    def end(self) -> None:
+        for link in self.links.values():
+            link.close()
+        self.links.clear()
+
+
+class Connection:
+    """Serves one client until it closes, breaks the protocol, or the server stops."""
+
+    def __init__(self, broker: Broker, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.broker, self.reader, self.writer = broker, reader, writer
+        self.sessions: dict[int, Session] = {}  # by the client's channel
+        self.remote_max_frame_size = 512
+        self.opened = self.closed = False
+        self._out = bytearray()
+        self._flush_scheduled = False
+
+    # ---------------------------------------------------------------- output
+
+    def send(self, data: bytes) -> None:
+        """Queue bytes; they are written once per event-loop turn (fewer syscalls)."""
+        if self.closed:
+            return
+        self._out += data
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._out and not self.writer.is_closing():
+            self.writer.write(bytes(self._out))
+        self._out.clear()
+
+    async def backpressure(self) -> None:
+        """Wait while the client has not read what we already sent."""
+        if self.writer.transport.get_write_buffer_size() + len(self._out) > HIGH_WATER:
+            self._flush()
+            await self.writer.drain()
+
+    # ---------------------------------------------------------------- main loop
+
+    async def run(self) -> None:
+        try:
+            await asyncio.wait_for(self._handshake(), HANDSHAKE_TIMEOUT)
+            while not self.closed:
+                await self._read_frame()
+                await self.backpressure()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
+            pass
+        except ProtocolError as exc:
+            self._close_with(exc.condition, exc.description)
+        except DecodeError as exc:
+            self._close_with("amqp:decode-error", str(exc))
+        except asyncio.CancelledError:
+            self._close_with("amqp:connection:forced", "The emulator is shutting down.")
+            raise
+        except Exception as exc:  # noqa: BLE001 - never let one client stop the server
+            _LOG.exception("connection failed")
+            self._close_with("amqp:internal-error", f"emulator error: {exc}")
+        finally:
+            self._teardown()
+
+    def _close_with(self, condition: str, description: str) -> None:
+        if self.opened and not self.closed:
+            self.send(frames.close_frame(frames.error(condition, description)))
+            self._flush()
+        self.closed = True
+
+    def _teardown(self) -> None:
+        self.closed = True
+        for session in self.sessions.values():
+            session.end()
+        self.sessions.clear()
+        self._flush()
+        self.writer.close()
+
+    async def _handshake(self) -> None:
+        header = await self.reader.readexactly(8)
+        if header == frames.SASL_HEADER:
+            self.writer.write(frames.SASL_HEADER + frames.sasl_mechanisms_frame(
+                ["ANONYMOUS", "PLAIN", "EXTERNAL"]))
+            while True:  # any mechanism and credentials are fine on a local emulator
+                frame_type, _, body = await self._read_raw()
+                if frame_type == frames.SASL_FRAME and frames.parse_body(body).code == \
+                        frames.SASL_INIT:
+                    break
+            self.writer.write(frames.sasl_outcome_frame(0))
+            header = await self.reader.readexactly(8)
+        if header != frames.AMQP_HEADER:
+            self.writer.write(frames.AMQP_HEADER)  # tell the peer what we speak, then go
+            raise ConnectionError("not an AMQP 1.0 client")
+        self.writer.write(frames.AMQP_HEADER)
+
+    async def _read_raw(self) -> tuple[int, int, bytes]:
+        head = await self.reader.readexactly(frames.FRAME_HEADER.size)
+        size, doff, frame_type, channel = frames.FRAME_HEADER.unpack(head)
+        if size < 8 or doff < 2 or doff * 4 > size or size > MAX_FRAME_SIZE:
+            raise ProtocolError("amqp:connection:framing-error", f"bad frame header {head!r}")
+        body = await self.reader.readexactly(size - 8) if size > 8 else b""
+        return frame_type, channel, body[doff * 4 - 8:]
+
+    async def _read_frame(self) -> None:
+        frame_type, channel, body = await self._read_raw()
+        if not body:
+            return  # an empty frame: a heartbeat
+        if frame_type != frames.AMQP_FRAME:
+            raise ProtocolError("amqp:connection:framing-error", "unexpected frame type")
+        perf = frames.parse_body(body)
+        if not self.opened and perf.code != frames.OPEN:
+            raise ProtocolError("amqp:not-allowed", "the first frame must be open")
+        handler = _HANDLERS.get(perf.code)
+        if handler is None:
+            raise ProtocolError("amqp:not-implemented", f"performative 0x{perf.code:x}")
+        handler(self, channel, perf)
+
+    # ---------------------------------------------------------------- performatives
+
+    def _on_open(self, channel: int, perf: Performative) -> None:
+        if self.opened:
+            raise ProtocolError("amqp:illegal-state", "open received twice")
+        self.opened = True
+        self.remote_max_frame_size = max(512, min(perf.get(2, 2 ** 32 - 1), 2 ** 32 - 1))
+        self.send(frames.open_frame("streamlab-hub", MAX_FRAME_SIZE, 4095))
+
+    def _on_close(self, channel: int, perf: Performative) -> None:
+        self.send(frames.close_frame())
+        self._flush()
+        self.closed = True
+
+    def _on_begin(self, channel: int, perf: Performative) -> None:
+        if channel in self.sessions:
+            raise ProtocolError("amqp:illegal-state", f"channel {channel} already has a session")
+        used = {s.channel for s in self.sessions.values()}
+        local = next(c for c in range(len(used) + 1) if c not in used)
+        session = Session(self, local, channel, perf)
+        self.sessions[channel] = session
+        self.send(frames.begin_frame(local, channel, 0, WINDOW, 2 ** 31 - 1, 2 ** 32 - 1))
+
+    def _on_end(self, channel: int, perf: Performative) -> None:
+        session = self.sessions.pop(channel, None)
+        if session is not None:
+            session.end()
+            self.send(frames.end_frame(session.channel))
+
+    def _session(self, channel: int) -> Session:
+        try:
+            return self.sessions[channel]
+        except KeyError:
+            raise ProtocolError("amqp:connection:framing-error",
+                                f"no session on channel {channel}") from None
+
+    def _on_flow(self, channel: int, perf: Performative) -> None:
+        self._session(channel).on_flow(perf)
+
+    def _on_transfer(self, channel: int, perf: Performative) -> None:
+        self._session(channel).on_transfer(perf)
+
+    def _on_disposition(self, channel: int, perf: Performative) -> None:
+        self._session(channel)  # we deliver settled, so receivers' outcomes need no action
+
+    def _on_detach(self, channel: int, perf: Performative) -> None:
+        self._session(channel).on_detach(perf)
+
+    def _on_attach(self, channel: int, perf: Performative) -> None:
+        attach(self, self._session(channel), perf)
+
+
+_HANDLERS: dict[int, Any] = {
+    frames.OPEN: Connection._on_open, frames.BEGIN: Connection._on_begin,
+    frames.ATTACH: Connection._on_attach, frames.FLOW: Connection._on_flow,
+    frames.TRANSFER: Connection._on_transfer, frames.DISPOSITION: Connection._on_disposition,
+    frames.DETACH: Connection._on_detach, frames.END: Connection._on_end,
+    frames.CLOSE: Connection._on_close,
+}

@@ -1,0 +1,146 @@
+"""The `eventhubs` Spark source and sink against the real emulator and the real SDK."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+from eventhub_clients import Receiver, send
+
+from streamlab.eventhubs import SCHEMA, EventHubsOptionError
+from streamlab.eventhubs.source import apply_limit
+from streamlab.hub import partition_for_key
+
+
+def _stream(spark, hub, **options):
+    reader = (spark.readStream.format("eventhubs")
+              .option("connectionString", hub.connection_string)
+              .option("eventHubName", "heartbeats"))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _run_to_parquet(df, output, checkpoint):
+    query = (df.writeStream.format("parquet").option("path", str(output))
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination(300)
+    return query
+
+
+def _heartbeats(machines, seconds):
+    return [json.dumps({"machine_name": m, "machine_time": f"2026-11-22T10:00:{s:02d}Z"})
+            for s in range(seconds) for m in machines]
+
+
+def test_limit_is_shared_fairly_between_partitions():
+    start = {"0": 0, "1": 10, "2": 5}
+    latest = {"0": 100, "1": 12, "2": 5}
+    assert apply_limit(start, latest, 10) == {"0": 8, "1": 12, "2": 5}
+    assert apply_limit(start, latest, 1000) == latest
+    assert sum(apply_limit(start, latest, 7)[p] - start[p] for p in start) == 7
+
+
+def test_events_arrive_with_the_connector_schema(spark, hub, tmp_path):
+    machines = [f"machine-{i}" for i in range(6)]
+    for machine in machines:
+        send(hub.connection_string, _heartbeats([machine], 3), partition_key=machine,
+             properties={"kind": "heartbeat"})
+    df = _stream(spark, hub, startingPosition="earliest")
+    assert df.schema == SCHEMA
+    _run_to_parquet(df, tmp_path / "out", tmp_path / "ckpt")
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert len(rows) == 18
+    for row in rows:
+        body = json.loads(row.body)
+        # The same key always lands on the same partition: the emulator's rule, as Azure's.
+        assert row.partitionKey == body["machine_name"]
+        assert row.partition == str(partition_for_key(row.partitionKey, 4))
+        assert row.properties == {"kind": "heartbeat"}
+        assert row.enqueuedTime is not None and row.offset is not None
+    for partition in {r.partition for r in rows}:
+        sequence = sorted(r.sequenceNumber for r in rows if r.partition == partition)
+        assert sequence == list(range(len(sequence)))
+
+
+def test_a_restarted_query_reads_every_event_exactly_once(spark, hub, tmp_path):
+    output, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+    send(hub.connection_string, [f"first-{i}" for i in range(40)])
+    _run_to_parquet(_stream(spark, hub, startingPosition="earliest"), output, checkpoint)
+    send(hub.connection_string, [f"second-{i}" for i in range(25)])
+    _run_to_parquet(_stream(spark, hub, startingPosition="earliest"), output, checkpoint)
+    bodies = [r.body.decode() for r in spark.read.parquet(str(output)).collect()]
+    assert sorted(bodies) == sorted([f"first-{i}" for i in range(40)] + [f"second-{i}" for i in range(25)])
+
+
+def test_max_events_per_trigger_bounds_each_batch(spark, hub, tmp_path):
+    send(hub.connection_string, [f"e{i}" for i in range(45)])
+    query = _run_to_parquet(_stream(spark, hub, startingPosition="earliest", maxEventsPerTrigger=10),
+                            tmp_path / "out", tmp_path / "ckpt")
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == 45 and max(sizes) <= 10 and len(sizes) >= 5
+
+
+def test_starting_positions(spark, hub, tmp_path):
+    send(hub.connection_string, ["old-0", "old-1", "old-2"], partition_id="0")
+    # "latest" is fixed when the query first runs: nothing before it is read, all after it is.
+    latest_out, latest_ckpt = tmp_path / "latest", tmp_path / "ckpt-latest"
+    first = _run_to_parquet(_stream(spark, hub, startingPosition="latest"), latest_out, latest_ckpt)
+    assert all(p["numInputRows"] == 0 for p in first.recentProgress)
+    send(hub.connection_string, ["new-0"], partition_id="0")
+    _run_to_parquet(_stream(spark, hub, startingPosition="latest"), latest_out, latest_ckpt)
+    assert [r.body.decode() for r in spark.read.parquet(str(latest_out)).collect()] == ["new-0"]
+    # A JSON map starts each named partition at that sequence number, inclusive.
+    _run_to_parquet(_stream(spark, hub, startingPosition=json.dumps({"0": 1})),
+                    tmp_path / "explicit", tmp_path / "ckpt-explicit")
+    bodies = sorted(r.body.decode() for r in spark.read.parquet(str(tmp_path / "explicit")).collect())
+    assert bodies == ["new-0", "old-1", "old-2"]
+
+
+def test_the_sink_sends_rows_that_the_sdk_receives(spark, hub, tmp_path):
+    send(hub.connection_string, [f"m{i % 3}" for i in range(9)])
+    transitions = (_stream(spark, hub, startingPosition="earliest")
+                   .selectExpr("CAST(body AS STRING) AS partitionKey",
+                               "to_json(named_struct('machine_name', CAST(body AS STRING), "
+                               "'seq', sequenceNumber)) AS body"))
+    with Receiver(hub.connection_string, eventhub="status", starting_position="-1") as receiver:
+        query = (transitions.writeStream.format("eventhubs")
+                 .option("connectionString", hub.connection_string).option("eventHubName", "status")
+                 .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+        query.awaitTermination(300)
+        events = receiver.wait_count(9)
+    received = sorted((e.partition_key.decode() if isinstance(e.partition_key, bytes) else e.partition_key,
+                       json.loads(e.body_as_str())["machine_name"]) for e in events)
+    assert received == sorted((f"m{i % 3}", f"m{i % 3}") for i in range(9))
+
+
+def test_an_unreachable_hub_fails_the_query_with_a_sentence(spark, tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dead = (f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=x;SharedAccessKey=y;"
+            "UseDevelopmentEmulator=true")
+    df = (spark.readStream.format("eventhubs").option("connectionString", dead)
+          .option("eventHubName", "heartbeats").load())
+    query = df.writeStream.format("memory").queryName("dead_hub").trigger(availableNow=True).start()
+    with pytest.raises(Exception) as error:
+        query.awaitTermination(300)
+    assert "Is the hub running" in str(error.value)
+    assert f"sb://127.0.0.1:{port}" in str(error.value) and "SharedAccessKey=y" not in str(error.value)
+
+
+@pytest.mark.parametrize("options, words", [
+    ({}, "connectionString"),
+    ({"connectionString": "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=a;SharedAccessKey=b"},
+     "eventHubName"),
+    ({"connectionString": "Endpoint=sb://h:1;EntityPath=x", "startingPosition": "yesterday"},
+     "startingPosition must be"),
+    ({"connectionString": "Endpoint=sb://h:1;EntityPath=x", "maxEventsPerTrigger": "0"},
+     "maxEventsPerTrigger"),
+])
+def test_bad_options_are_named(options, words):
+    from streamlab.eventhubs.options import parse_options
+
+    with pytest.raises(EventHubsOptionError, match=words):
+        parse_options(options)
