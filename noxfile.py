@@ -64,6 +64,13 @@ def lab(session: nox.Session) -> None:
 
 
 @nox.session
+def demo(session: nox.Session) -> None:
+    """The heartbeat monitor end to end in the terminal: hub, producers, Spark (Ctrl-C stops)."""
+    env = course_env(session)
+    run(session, "python", "-m", "streamlab.demo", *session.posargs, env=env)
+
+
+@nox.session
 def check(session: nox.Session) -> None:
     """Grade your labs: `nox -s check` for all, `nox -s check -- 04` for one."""
     env = course_env(session)

@@ -106,6 +106,7 @@ def test_time_limit_interrupts_a_loop():
     (NotImplementedError("exercise 4.2 is not done yet"), NOT_STARTED, "not done yet"),
     (RuntimeError("PythonException: ... NotImplementedError: exercise 4.2 is not done yet\n at"),
      NOT_STARTED, "not done yet"),
+    (NotImplementedError("exercise 4.1 is not done yet"), FAILED, "finish exercise 4.1 first"),
     (loader.MissingName("build_it", Path("x")), FAILED, "Did you rename it"),
     (CheckTimeout(30), FAILED, "endless loop"),
     (AssertionError("Expected 3 rows, got 2.\nassert 2 == 3"), FAILED, "Expected 3 rows, got 2."),

@@ -32,12 +32,15 @@ def _shorten(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
 
-def _not_done(error: BaseException) -> bool:
+def _not_done(error: BaseException) -> str | None:
+    """The exercise whose stub raised ``error``, if a stub did."""
     # A stub called inside a Spark job comes back wrapped in a PythonException whose text
     # holds the original message, so search the whole text, not only its start.
-    text = str(error)
-    return any(NOT_DONE_PATTERN.match(line.split("NotImplementedError: ")[-1].strip())
-               for line in text.splitlines())
+    for line in str(error).splitlines():
+        match = NOT_DONE_PATTERN.match(line.split("NotImplementedError: ")[-1].strip())
+        if match:
+            return match.group(1)
+    return None
 
 
 def verdict_for(error: BaseException | None, exercise: str) -> Verdict:
@@ -47,8 +50,12 @@ def verdict_for(error: BaseException | None, exercise: str) -> Verdict:
     if isinstance(error, CellFailed):
         status = NOT_STARTED if error.problem.kind == "not-done" else FAILED
         return Verdict(status, _shorten(str(error)))
-    if _not_done(error):
+    stub = _not_done(error)
+    if stub == exercise:
         return Verdict(NOT_STARTED, f"Exercise {exercise} is not done yet.")
+    if stub:
+        return Verdict(FAILED, f"This check uses your code from exercise {stub}, which is not "
+                               f"done yet: finish exercise {stub} first.")
     if isinstance(error, MissingName):
         return Verdict(FAILED, (
             f"`{error.name}` is not defined in the notebook's exercise cells. Did you rename "
