@@ -11,8 +11,11 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from streamlab.paths import BUILD_DIR
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,6 +42,34 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.streaming.stopActiveRunOnRestart": "true",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
 }
+
+
+#: Where the JVM and the Python workers it starts write their console output.
+LOG_FILE = BUILD_DIR / "logs" / "spark.log"
+
+
+@contextmanager
+def _output_to(path: Path):
+    """Point this process's stdout and stderr at ``path`` while the JVM starts.
+
+    The JVM inherits them, and so do the Python workers it starts later, whose start-up
+    chatter would otherwise land in every notebook cell that runs a stateful query.
+    Errors still reach the notebook: Spark raises them as Python exceptions.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(path, "a", encoding="utf-8") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
 
 
 class JavaNotFoundError(RuntimeError):
@@ -128,7 +159,8 @@ def spark_session(
     ).appName(app_name)
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _output_to(LOG_FILE):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     from streamlab.eventhubs import register
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import sys
 
 import pytest
@@ -63,3 +64,24 @@ def test_missing_java_gets_install_advice(monkeypatch, tmp_path):
 def test_java_17_is_accepted(tmp_path, monkeypatch):
     monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path, 'openjdk version "17.0.15" 2025-04-15')))
     session.check_java()
+
+
+CHATTY = """
+import streamlab
+spark = streamlab.spark_session("local[1]")
+jvm_log = spark._jvm.org.apache.logging.log4j.LogManager.getLogger("streamlab.test")
+jvm_log.error("jvm-chatter-7361")
+print("python-says-hello")
+"""
+
+
+def test_spark_console_output_goes_to_the_log_not_the_caller():
+    from streamlab.session import LOG_FILE
+
+    out = subprocess.run([sys.executable, "-c", CHATTY], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    # The caller (a notebook cell, a terminal) sees its own output only.
+    assert out.stdout.strip() == "python-says-hello"
+    assert "jvm-chatter-7361" not in out.stderr and "WARNING" not in out.stderr
+    assert "jvm-chatter-7361" in LOG_FILE.read_text()
