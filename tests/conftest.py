@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+from pathlib import Path
 
 import pytest
 
@@ -27,3 +29,26 @@ def hub(tmp_path):
 @pytest.fixture
 def conn_str(hub) -> str:
     return hub.connection_string
+
+
+#: Debian's Chromium, driven by Playwright (never a browser Playwright downloads).
+CHROMIUM = os.environ.get("STREAMLAB_CHROMIUM", "/usr/bin/chromium")
+# Headless, and no background traffic: this machine reaches no network but the registries.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Chromium under Playwright; skipped where it is missing, except in CI."""
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must install Chromium ({CHROMIUM}); see .ci/run")
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()

@@ -15,10 +15,6 @@ import pytest
 from streamlab import registry
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
-CHROMIUM = os.environ.get("STREAMLAB_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 ARTIFACTS = BUILD_DIR / "artifacts"
 
 
@@ -48,20 +44,6 @@ def test_lab_pages_carry_each_exercise_hint_and_solution(built_site):
         assert page.count("<details class=\"tip\"") == len(lab.exercises)
         assert page.count("<details class=\"success\"") == len(lab.exercises)
         assert "BEGIN SOLUTION" not in page and "NotImplementedError" not in page
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must install Chromium ({CHROMIUM}); see .ci/run")
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield instance
-        instance.close()
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -6,10 +6,10 @@ streamlab.hub``, or from Python with :class:`Hub` (background thread) or
 :func:`start_subprocess`.
 """
 
-from .api import Hub, HubProcess, start_subprocess
+from .api import HUB_ENV, Hub, HubProcess, course_connection_string, start_subprocess
 from .broker import partition_for_key
 from .server import DEFAULT_EVENTHUBS, connection_string
 from .storage import Policy
 
-__all__ = ["Hub", "HubProcess", "start_subprocess", "Policy", "DEFAULT_EVENTHUBS",
+__all__ = ["HUB_ENV", "Hub", "HubProcess", "course_connection_string", "start_subprocess", "Policy", "DEFAULT_EVENTHUBS",
            "connection_string", "partition_for_key"]

@@ -216,3 +216,26 @@ def _pump_output(stream: IO[str], output: collections.deque, lines: queue.Queue)
             lines.put(line)
             waiting = not line.startswith("Endpoint=sb://")
     stream.close()
+
+
+#: Set by ``nox -s lab`` for its notebooks: the connection string of the hub it started.
+HUB_ENV = "STREAMLAB_HUB_CONNECTION_STRING"
+_course_hub: Hub | None = None
+
+
+def course_connection_string() -> str:
+    """The course's hub: the one ``nox -s lab`` started, else one started in this process.
+
+    Notebooks call this instead of hard-coding a connection string, so the same cell works
+    under ``nox -s lab``, under nbval, and (with the variable set to an Azure namespace's
+    connection string) against Azure Event Hubs.
+    """
+    global _course_hub
+    if os.environ.get(HUB_ENV):
+        return os.environ[HUB_ENV]
+    if _course_hub is None:
+        from streamlab.paths import BUILD_DIR
+
+        _course_hub = Hub(data_dir=BUILD_DIR / f"hub-{os.getpid()}", port=0)
+        _course_hub.start()
+    return _course_hub.connection_string

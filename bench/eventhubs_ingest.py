@@ -1,0 +1,145 @@
+"""Ingestion through the ``eventhubs`` Spark source: events/s and micro-batch latency.
+
+1. Throughput: N heartbeat events are sent to the emulator first, then one
+   ``trigger(availableNow=True)`` query reads them all into the ``noop`` sink, with and
+   without ``maxEventsPerTrigger``; events/s = N / wall time of the query.
+2. Latency: a fleet of producers at 1 Hz and a query with a 500 ms trigger; for each
+   micro-batch, its duration, and for each event the delay from its enqueue time to the end
+   of the batch that read it.
+
+    python bench/eventhubs_ingest.py [--events 50000] [--producers 100] [--seconds 30]
+
+Writes ``build/bench/eventhubs_ingest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from azure.eventhub import EventData, EventHubProducerClient  # noqa: E402
+
+from streamlab.fleet import Fleet, heartbeat  # noqa: E402
+from streamlab.hub import Hub  # noqa: E402
+from streamlab.session import spark_session  # noqa: E402
+
+
+def _send(connection_string: str, count: int) -> float:
+    start = time.perf_counter()
+    with EventHubProducerClient.from_connection_string(connection_string,
+                                                       eventhub_name="heartbeats") as producer:
+        now = datetime.now(timezone.utc)
+        for first in range(0, count, 100):
+            for partition in ("0", "1", "2", "3"):
+                batch = producer.create_batch(partition_id=partition)
+                for i in range(first, min(first + 100, count)):
+                    if i % 4 == int(partition):
+                        batch.add(EventData(heartbeat(f"machine-{i % 1000}", now)))
+                if len(batch):
+                    producer.send_batch(batch)
+    return time.perf_counter() - start
+
+
+def _read_all(spark, connection_string: str, count: int, limit: int | None) -> dict:
+    reader = (spark.readStream.format("eventhubs").option("connectionString", connection_string)
+              .option("eventHubName", "heartbeats").option("startingPosition", "earliest"))
+    if limit:
+        reader = reader.option("maxEventsPerTrigger", limit)
+    start = time.perf_counter()
+    query = (reader.load().writeStream.format("noop")
+             .option("checkpointLocation", tempfile.mkdtemp()).trigger(availableNow=True).start())
+    query.awaitTermination()
+    seconds = time.perf_counter() - start
+    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    assert rows == count, f"read {rows} of {count} events"
+    return {"maxEventsPerTrigger": limit, "events": rows, "seconds": round(seconds, 2),
+            "events_per_second": round(rows / seconds),
+            "batches": len([p for p in query.recentProgress if p["numInputRows"]])}
+
+
+def _latency(spark, connection_string: str, producers: int, seconds: float) -> dict:
+    from pyspark.sql import functions as F
+
+    events = (spark.readStream.format("eventhubs").option("connectionString", connection_string)
+              .option("eventHubName", "heartbeats").option("startingPosition", "latest").load())
+    delays: list[float] = []
+    durations: list[float] = []
+
+    def measure(df, batch_id):
+        stamps = df.select(F.col("enqueuedTime").cast("double").alias("t")).collect()
+        done = time.time()
+        delays.extend(done - row.t for row in stamps)
+
+    query = (events.writeStream.foreachBatch(measure).trigger(processingTime="500 milliseconds")
+             .option("checkpointLocation", tempfile.mkdtemp()).start())
+    while not query.recentProgress:  # the first batch starts the Python workers
+        time.sleep(0.2)
+    with Fleet(connection_string) as fleet:
+        for _ in range(producers):
+            fleet.add()
+        time.sleep(seconds)
+    query.stop()
+    durations = [p["durationMs"]["triggerExecution"] for p in query.recentProgress
+                 if p["numInputRows"]]
+    steady = delays[len(delays) // 5:]  # skip the warm-up
+    steady.sort()
+    return {
+        "producers": producers, "seconds": seconds, "events": len(delays),
+        "enqueue_to_batch_end_ms": {
+            "p50": round(steady[len(steady) // 2] * 1000),
+            "p99": round(steady[int(len(steady) * 0.99)] * 1000)},
+        "batch_duration_ms": {"median": round(statistics.median(durations)),
+                              "max": max(durations)},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument("--producers", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=30)
+    args = parser.parse_args()
+    logging.getLogger("azure").setLevel(logging.ERROR)
+    spark = spark_session("local[2]")
+    results: dict = {}
+    with Hub(port=0) as hub:
+        sent = _send(hub.connection_string, args.events)
+        results["send"] = {"events": args.events, "events_per_second": round(args.events / sent)}
+        results["read"] = [_read_all(spark, hub.connection_string, args.events, None),
+                           _read_all(spark, hub.connection_string, args.events, 10_000)]
+    with Hub(port=0) as hub:
+        results["latency"] = _latency(spark, hub.connection_string, args.producers, args.seconds)
+    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
+                          "pyspark": metadata.version("pyspark"),
+                          "azure-eventhub": metadata.version("azure-eventhub")}
+    out = ROOT / "build" / "bench" / "eventhubs_ingest.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"sent to the hub:        {results['send']['events_per_second']:>8,} events/s")
+    for read in results["read"]:
+        print(f"read into Spark:        {read['events_per_second']:>8,} events/s "
+              f"(maxEventsPerTrigger={read['maxEventsPerTrigger']}, {read['batches']} batches)")
+    lat = results["latency"]
+    print(f"enqueue -> batch end:   p50 {lat['enqueue_to_batch_end_ms']['p50']} ms, "
+          f"p99 {lat['enqueue_to_batch_end_ms']['p99']} ms "
+          f"({lat['producers']} producers at 1 Hz, 500 ms trigger)")
+    print(f"batch duration:         median {lat['batch_duration_ms']['median']} ms, "
+          f"max {lat['batch_duration_ms']['max']} ms")
+    print(f"written to {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+"""Notebook controls for the heartbeat story (ipywidgets 8).
+
+- :class:`ProducerPanel`: add, pause, resume and kill simulated machines, set their rate,
+  inject bad and late events; counts update live.
+- :class:`StatusBoard`: one coloured badge per machine (grey unknown, blue Initializing,
+  green Healthy, red Unhealthy), a log of transitions and how late the board saw them; fed
+  from a memory-sink table or from the ``status`` event hub, in a background thread.
+
+Neither blocks the kernel::
+
+    panel = ProducerPanel(fleet); display(panel)
+    board = StatusBoard(fleet=fleet); display(board)
+    board.follow_table(spark, "status")           # or board.follow_eventhub(connection_string)
+    ...
+    board.stop(); panel.close()
+"""
+
+from streamlab.widgets.board import COLOURS, StatusBoard, Transition
+from streamlab.widgets.producers import ProducerPanel, ProducerRow
+
+__all__ = ["COLOURS", "ProducerPanel", "ProducerRow", "StatusBoard", "Transition"]

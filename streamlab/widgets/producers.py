@@ -1,0 +1,205 @@
+"""``ProducerPanel``: the seed's browser producers as notebook controls over a :class:`Fleet`."""
+
+from __future__ import annotations
+
+import html
+import threading
+from dataclasses import dataclass
+
+import ipywidgets as widgets
+
+from streamlab.fleet import KILLED, MALFORMED, PAUSED, RUNNING, Fleet
+from streamlab.widgets._throttle import Throttle
+
+FIRST_RUNNING = "first running"
+
+
+@dataclass
+class ProducerRow:
+    """The controls of one producer: its name, pause/resume, kill, and how much it sent."""
+
+    name: str
+    pause: widgets.ToggleButton  # value True = paused
+    kill: widgets.Button
+    sent: widgets.Label
+    box: widgets.HBox
+
+
+class ProducerPanel:
+    """Controls for a fleet of simulated machines; ``display(panel)`` shows them.
+
+    Every control acts on the fleet at once; the counts follow the fleet's own changes
+    (heartbeats sent from its background thread) a few times a second. The panel does not
+    own the fleet: :meth:`close` removes the controls, ``fleet.stop()`` stops the sending.
+    """
+
+    def __init__(self, fleet: Fleet, *, late_seconds: float = 60.0,
+                 refresh_interval: float = 0.25) -> None:
+        self.fleet = fleet
+        self.late_seconds = late_seconds
+        self.rows: dict[str, ProducerRow] = {}
+        self._lock = threading.RLock()  # refreshes come from the kernel and the fleet's thread
+        self._closed = False
+        self._errors_shown = 0
+
+        fit = widgets.Layout(width="auto")  # the default width cuts the labels short
+        wide_label = {"description_width": "initial"}
+        self.add_button = widgets.Button(description="Add producer", icon="plus",
+                                         button_style="primary", layout=fit)
+        self.rate = widgets.FloatSlider(value=1.0, min=0.2, max=10.0, step=0.1,
+                                        description="Heartbeats/s", readout_format=".1f",
+                                        continuous_update=False, style=wide_label)
+        # "" rather than None: a Dropdown treats the value None as "nothing selected".
+        self.sender = widgets.Dropdown(options=[(FIRST_RUNNING, "")], value="",
+                                       description="Send from", style=wide_label,
+                                       layout=widgets.Layout(width="16em"))
+        self.bad_kind = widgets.Dropdown(options=list(MALFORMED), value="not-json",
+                                         description="bad event", style=wide_label,
+                                         layout=widgets.Layout(width="14em"))
+        self.bad_button = widgets.Button(description="Send bad event", icon="bug",
+                                         button_style="warning", layout=fit)
+        self.late_button = widgets.Button(description="Send late event", icon="clock-o",
+                                          tooltip=f"a heartbeat {late_seconds:g} s in the past",
+                                          layout=fit)
+        self.counter = widgets.HTML(layout=widgets.Layout(margin="0 0 0 1em"))
+        self.message = widgets.HTML()
+        self.producers = widgets.VBox()
+
+        self.add_button.on_click(lambda _: self._act(self._add))
+        self.bad_button.on_click(lambda _: self._act(self._send_bad))
+        self.late_button.on_click(lambda _: self._act(self._send_late))
+        self.rate.observe(lambda change: self._act(lambda: self.fleet.set_rate(change["new"])),
+                          names="value")
+
+        self.widget = widgets.VBox([
+            widgets.HBox([self.add_button, self.rate, self.counter]),
+            self.producers,
+            widgets.HBox([self.sender, self.bad_kind, self.bad_button, self.late_button]),
+            self.message,
+        ])
+        self.widget.add_class("streamlab-producer-panel")
+        self._throttle = Throttle(self.refresh, refresh_interval)
+        fleet.on_change(self._on_fleet_change)
+        self.refresh()
+
+    # -- display ----------------------------------------------------------------------------
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def refresh(self) -> None:
+        """Bring the rows and counts up to date with the fleet (any thread may call this)."""
+        with self._lock:
+            if self._closed:
+                return
+            machines = self.fleet.machines
+            added = False
+            for machine in machines:
+                row = self.rows.get(machine.name)
+                if row is None:
+                    row = self.rows[machine.name] = self._new_row(machine.name)
+                    added = True
+                self._show(row, machine.state, machine.sent)
+            if added:
+                self.producers.children = tuple(row.box for row in self.rows.values())
+            self.counter.value = f"Events sent: <b>{self.fleet.events_sent}</b>"
+            choices = [(FIRST_RUNNING, "")] + [
+                (m.name, m.name) for m in machines if m.state != KILLED]
+            if list(self.sender.options) != choices:
+                chosen = self.sender.value
+                keep = chosen if (chosen, chosen) in choices else ""
+                self.sender.options = choices
+                self.sender.value = keep
+            if len(self.fleet.errors) > self._errors_shown:
+                self._errors_shown = len(self.fleet.errors)
+                self._say(f"The fleet could not send: {self.fleet.errors[-1]}", error=True)
+
+    def close(self) -> None:
+        """Stop following the fleet and remove the controls (the fleet keeps running)."""
+        with self._lock:
+            self._closed = True
+            self._throttle.cancel()
+            self._close_widgets()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _close_widgets(self) -> None:
+        for row in self.rows.values():
+            for widget in (row.pause, row.kill, row.sent, row.box):
+                widget.close()
+        for widget in (self.add_button, self.rate, self.sender, self.bad_kind, self.bad_button,
+                       self.late_button, self.counter, self.message, self.producers, self.widget):
+            widget.close()
+
+    def _on_fleet_change(self) -> None:
+        if not self._closed:  # the fleet cannot forget a listener, so a closed panel ignores it
+            self._throttle()
+
+    def _new_row(self, name: str) -> ProducerRow:
+        label = widgets.Label(name, layout=widgets.Layout(width="9em"))
+        pause = widgets.ToggleButton(value=False, description="Pause", icon="pause",
+                                     layout=widgets.Layout(width="7em"))
+        kill = widgets.Button(description="Kill", icon="times", button_style="danger",
+                              layout=widgets.Layout(width="6em"))
+        sent = widgets.Label("0 sent")
+        pause.observe(lambda change: self._toggled(name, change["new"]), names="value")
+        kill.on_click(lambda _: self._act(lambda: self.fleet.kill(name)))
+        box = widgets.HBox([label, pause, kill, sent])
+        box.add_class("streamlab-producer")
+        return ProducerRow(name, pause, kill, sent, box)
+
+    @staticmethod
+    def _show(row: ProducerRow, state: str, sent: int) -> None:
+        row.sent.value = f"{sent} sent" + (" (killed)" if state == KILLED else "")
+        row.pause.value = state == PAUSED
+        row.pause.description = "Resume" if state == PAUSED else "Pause"
+        row.pause.icon = "play" if state == PAUSED else "pause"
+        row.pause.disabled = row.kill.disabled = state == KILLED
+
+    def _toggled(self, name: str, paused: bool) -> None:
+        # The toggle also moves when refresh() shows the fleet's state (a pause made in code):
+        # act only when it disagrees with the fleet.
+        state = self.fleet.machine(name).state
+        if paused and state == RUNNING:
+            self._act(lambda: self.fleet.pause(name))
+        elif not paused and state == PAUSED:
+            self._act(lambda: self.fleet.resume(name))
+
+    def _add(self) -> None:
+        machine = self.fleet.add(rate=self.rate.value)
+        self._say(f"{machine.name} started.")
+
+    def _source(self) -> str | None:
+        """The producer to send from: the chosen one, else the first running one."""
+        if self.sender.value:
+            return self.sender.value
+        running = [m.name for m in self.fleet.machines if m.state == RUNNING]
+        return running[0] if running else None
+
+    def _send_bad(self) -> None:
+        name = self._source()
+        if name is None:
+            self._say("No running producer to send from: add one first.", error=True)
+            return
+        self.fleet.send_malformed(name, self.bad_kind.value)
+        self._say(f"{name} sent a bad event ({self.bad_kind.value}).")
+
+    def _send_late(self) -> None:
+        name = self._source()
+        if name is None:
+            self._say("No running producer to send from: add one first.", error=True)
+            return
+        self.fleet.send_late(name, self.late_seconds)
+        self._say(f"{name} sent a heartbeat {self.late_seconds:g} s late.")
+
+    def _act(self, action) -> None:
+        # A control's callback runs in the kernel: show a mistake instead of raising into it.
+        try:
+            action()
+        except (KeyError, ValueError) as error:
+            self._say(str(error).strip("'\""), error=True)
+        self.refresh()
+
+    def _say(self, text: str, error: bool = False) -> None:
+        colour = "#c62828" if error else "#555"
+        self.message.value = f'<span style="color:{colour}">{html.escape(text)}</span>'

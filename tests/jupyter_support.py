@@ -1,0 +1,101 @@
+"""Start the course's JupyterLab (``streamlab.launch``) for a test, and stop all of it after."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from streamlab.paths import REPO_ROOT
+
+TOKEN = "course-test-token"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RunningLab:
+    base: str
+    process: subprocess.Popen
+    lines: "queue.Queue[str]"
+    output: list[str] = field(default_factory=list)
+
+    def line_starting(self, prefix: str, timeout: float = 60) -> str:
+        """The first output line starting with ``prefix`` (bounded wait)."""
+        for line in self.output:
+            if line.startswith(prefix):
+                return line
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            self.output.append(line)
+            if line.startswith(prefix):
+                return line
+        raise AssertionError(f"the launcher never printed {prefix!r}:\n" + "".join(self.output))
+
+
+@contextmanager
+def running_jupyterlab(tmp_path: Path, *args: str, env: dict | None = None) -> Iterator[RunningLab]:
+    """``python -m streamlab.launch --no-browser`` on a free port, with private settings."""
+    # A private settings folder: no news pop-up over screenshots, no workspace left behind.
+    settings = tmp_path / "jupyter-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    environment = {**os.environ, **(env or {}),
+                   "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "jupyter-settings"),
+                   "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "jupyter-workspaces")}
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlab.launch", "--no-browser", f"--port={port}",
+         f"--token={TOKEN}", "--hub-port=0", *args],
+        cwd=REPO_ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in process.stdout], daemon=True).start()
+    lab = RunningLab(f"http://127.0.0.1:{port}", process, lines)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{lab.base}/api/status?token={TOKEN}", timeout=5).read()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError("JupyterLab did not start:\n" + _drain(lab))
+                time.sleep(0.2)
+        yield lab
+    finally:
+        if process.poll() is None:
+            # SIGTERM, not SIGKILL: the launcher then stops JupyterLab (which shuts its
+            # kernels and their Spark down) and the hub. SIGKILL would orphan them all.
+            process.terminate()
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def _drain(lab: RunningLab) -> str:
+    while not lab.lines.empty():
+        lab.output.append(lab.lines.get())
+    return "".join(lab.output)
