@@ -31,6 +31,30 @@ def conn_str(hub) -> str:
     return hub.connection_string
 
 
+class FakeClock:
+    """A clock that moves only when a test moves it: schedules become deterministic."""
+
+    def __init__(self, now: float = 1_795_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def fleet(hub, clock):
+    """A producer fleet on the test's hub, on the fake clock, checking for work every 10 ms."""
+    from streamlab.fleet import Fleet
+
+    with Fleet(hub.connection_string, clock=clock, tick=0.01) as running:
+        yield running
+
+
 #: Debian's Chromium, driven by Playwright (never a browser Playwright downloads).
 CHROMIUM = os.environ.get("STREAMLAB_CHROMIUM", "/usr/bin/chromium")
 # Headless, and no background traffic: this machine reaches no network but the registries.

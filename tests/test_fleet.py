@@ -10,25 +10,6 @@ from eventhub_clients import Receiver, wait_for
 from streamlab.fleet import KILLED, PAUSED, Fleet
 
 
-class FakeClock:
-    def __init__(self, now: float = 1_795_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def fleet(hub, clock):
-    with Fleet(hub.connection_string, clock=clock, tick=0.01) as running:
-        yield running
-
-
 def _one_round(fleet):
     start = fleet.rounds
     wait_for(lambda: fleet.rounds >= start + 2, what="two rounds of the fleet")

@@ -12,7 +12,6 @@ import os
 import re
 import signal
 import time
-from pathlib import Path
 
 import nbformat
 import pytest

@@ -8,27 +8,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from eventhub_clients import Receiver, send, wait_for
 
-from streamlab.fleet import KILLED, PAUSED, RUNNING, Fleet
+from conftest import FakeClock
+
+from streamlab.fleet import KILLED, PAUSED, RUNNING
 from streamlab.widgets import COLOURS, ProducerPanel, StatusBoard
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_795_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def fleet(hub, clock):
-    with Fleet(hub.connection_string, clock=clock, tick=0.01) as running:
-        yield running
 
 
 @pytest.fixture
