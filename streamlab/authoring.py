@@ -141,8 +141,8 @@ def sync(check: bool, root: Path = REPO_ROOT) -> list[str]:
     for lab in labs():
         source_path = lab.notebook(root / "solutions")
         if not source_path.exists():
-            problems.append(f"{source_path.relative_to(root)} is missing")
-            continue
+            raise AuthoringError(f"course.toml lists lab {lab.id}, but "
+                                 f"{source_path.relative_to(root)} does not exist")
         solution = nbformat.read(source_path, as_version=4)
         clean = _text(strip_outputs(solution))
         if source_path.read_text(encoding="utf-8") != clean:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
@@ -109,3 +113,13 @@ def test_every_lab_in_the_registry_has_notebooks_checks_and_a_page():
         assert lab.notebook(REPO_ROOT / "solutions").exists(), lab.name
         assert lab.check_file.exists(), lab.check_file
         assert (REPO_ROOT / "site" / lab.site_page).exists(), lab.site_page
+
+
+def test_a_lab_without_its_solution_notebook_is_an_error(tmp_path):
+    (tmp_path / "course.toml").write_text(
+        '[[labs]]\nid = "09"\nslug = "ghost"\ntitle = "Ghost"\n'
+        '[[labs.exercises]]\nid = "9.1"\ntitle = "T"\nhint = "H"\n')
+    out = subprocess.run([sys.executable, "-m", "streamlab.authoring"], capture_output=True,
+                         text=True, env={**os.environ, "STREAMLAB_ROOT": str(tmp_path)})
+    assert out.returncode == 2
+    assert "solutions/09-ghost/09-ghost.ipynb does not exist" in out.stderr
