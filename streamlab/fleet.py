@@ -150,9 +150,19 @@ class Fleet:
         with self._lock:
             return sum(m.sent for m in self._machines.values())
 
-    def on_change(self, listener: Callable[[], None]) -> None:
-        """Call ``listener`` (from any thread) whenever machines or counts change."""
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` whenever machines or counts change; return a function that stops it.
+
+        Listeners run on the sending thread, after each send: keep them quick (the widgets
+        only schedule a redraw).
+        """
         self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
 
     def stop(self) -> None:
         """Stop sending and close the connection."""

@@ -103,3 +103,16 @@ def test_a_hub_that_goes_away_is_reported_not_fatal(hub, clock):
         clock.now += 1.0
         wait_for(lambda: fleet.errors, timeout=120, what="the send error")
         assert fleet._thread.is_alive()
+
+
+def test_a_listener_can_stop_listening(fleet, clock):
+    calls = []
+    stop = fleet.on_change(lambda: calls.append(1))
+    fleet.add("m")
+    wait_for(lambda: fleet.events_sent == 1, what="first heartbeat")
+    heard = len(calls)
+    assert heard >= 2  # the add, and the send
+    stop()
+    clock.now += 1.0
+    wait_for(lambda: fleet.events_sent == 2, what="second heartbeat")
+    assert len(calls) == heard

@@ -108,7 +108,7 @@ class StatusBoard:
         self.fleet = fleet
         if fleet is not None:
             self._fleet_throttle = Throttle(self._sync_fleet, 0.25)
-            fleet.on_change(self._on_fleet_change)
+            self._unsubscribe = fleet.on_change(self._on_fleet_change)
             self._sync_fleet()
         self._render_log()
 
@@ -235,6 +235,7 @@ class StatusBoard:
         with self._lock:
             feeds, self._feeds = self._feeds, []
             if self.fleet is not None:
+                self._unsubscribe()
                 self._fleet_throttle.cancel()
             self._stopped = True
         for stop, _, close in feeds:

@@ -79,7 +79,7 @@ class ProducerPanel:
         ])
         self.widget.add_class("streamlab-producer-panel")
         self._throttle = Throttle(self.refresh, refresh_interval)
-        fleet.on_change(self._on_fleet_change)
+        self._unsubscribe = fleet.on_change(self._on_fleet_change)
         self.refresh()
 
     # -- display ----------------------------------------------------------------------------
@@ -118,6 +118,7 @@ class ProducerPanel:
         """Stop following the fleet and remove the controls (the fleet keeps running)."""
         with self._lock:
             self._closed = True
+            self._unsubscribe()
             self._throttle.cancel()
             self._close_widgets()
 
@@ -132,7 +133,7 @@ class ProducerPanel:
             widget.close()
 
     def _on_fleet_change(self) -> None:
-        if not self._closed:  # the fleet cannot forget a listener, so a closed panel ignores it
+        if not self._closed:  # a call already under way when close() ran
             self._throttle()
 
     def _new_row(self, name: str) -> ProducerRow:
