@@ -1,0 +1,602 @@
+"""Checks for lab 06 · RocksDB under the hood.
+
+Pure checks first: the listener fed with progress reports captured from real queries (wrapped
+in a ``QueryProgressEvent`` exactly as Spark wraps them), the settings, the checkpoint reader
+on a folder the check builds, and the planner on figures given in the check. Then Spark checks
+on generated files with ``trigger(availableNow=True)``, asserting on what is in the checkpoint
+and in the progress reports, never on timings.
+"""
+
+import json
+import math
+import re
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import QueryProgressEvent
+
+from streamlab.grading import exercise
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+SNAPSHOT_INTERVAL = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
+PREFIX = "spark.sql.streaming.stateStore.rocksdb."
+BASE_COLUMNS = ("query", "batch_id", "input_rows", "batch_duration_ms", "operator",
+                "rows_total", "rows_updated", "memory_used_bytes", "commit_time_ms")
+CUSTOM_METRICS = ("rocksdbCommitCheckpointLatency", "rocksdbChangeLogWriterCommitLatencyMs",
+                  "rocksdbSaveZipFilesLatencyMs", "rocksdbSstFileSize",
+                  "rocksdbPinnedBlocksMemoryUsage")
+
+
+# --- progress reports captured from real queries (PySpark 4.3.0, local[2]) ---------------
+# Custom metrics trimmed to a few; everything else as Spark reported it.
+
+def _source(rows):
+    return {"description": "FileStreamSource[file:/tmp/heartbeats]", "startOffset": {"logOffset": 0},
+            "endOffset": {"logOffset": 1}, "latestOffset": None, "numInputRows": rows,
+            "inputRowsPerSecond": 0.4, "processedRowsPerSecond": 2.3}
+
+
+def _operator(name, total, updated, commit_ms, memory, custom):
+    return {"operatorName": name, "numRowsTotal": total, "numRowsUpdated": updated,
+            "allUpdatesTimeMs": 90, "numRowsRemoved": 0, "allRemovalsTimeMs": 0,
+            "commitTimeMs": commit_ms, "memoryUsedBytes": memory, "numRowsDroppedByWatermark": 0,
+            "numShufflePartitions": 2, "numStateStoreInstances": 2, "customMetrics": custom}
+
+
+def _report(name, batch_id, duration_ms, rows, operators):
+    return {"id": "07c2bc0a-3ef2-438e-8a93-c39871e0ef64", "runId": "cabfdb6d-638b-4a6c-9bc2-97ccf0315ec0",
+            "name": name, "timestamp": "2026-11-22T08:21:16.300Z", "batchId": batch_id,
+            "batchDuration": duration_ms, "numInputRows": rows, "inputRowsPerSecond": 0.4,
+            "processedRowsPerSecond": 2.3,
+            "durationMs": {"addBatch": 836, "commitOffsets": 167, "getBatch": 14, "latestOffset": 149,
+                           "queryPlanning": 84, "triggerExecution": duration_ms, "walCommit": 62},
+            "stateOperators": operators, "sources": [_source(rows)],
+            "sink": {"description": "NoopTable", "numOutputRows": rows}}
+
+
+# dropDuplicates(...).groupBy("machine_name").agg(count) on RocksDB with changelog checkpointing.
+ROCKSDB_REPORT = _report("heartbeats", 1, 1320, 3, [
+    _operator("stateStoreSave", 3, 3, 143, 4272, {
+        "SnapshotLastUploaded.partition_0_default": -1, "rocksdbChangeLogWriterCommitLatencyMs": 140,
+        "rocksdbCommitCheckpointLatency": 0, "rocksdbGetCount": 6, "rocksdbPinnedBlocksMemoryUsage": 176,
+        "rocksdbPutCount": 3, "rocksdbSaveZipFilesLatencyMs": 0, "rocksdbSstFileSize": 0}),
+    _operator("dedupe", 6, 3, 131, 4272, {
+        "SnapshotLastUploaded.partition_0_default": -1, "numDroppedDuplicateRows": 0,
+        "rocksdbChangeLogWriterCommitLatencyMs": 126, "rocksdbCommitCheckpointLatency": 0,
+        "rocksdbGetCount": 6, "rocksdbPinnedBlocksMemoryUsage": 176, "rocksdbPutCount": 3,
+        "rocksdbSaveZipFilesLatencyMs": 0, "rocksdbSstFileSize": 0}),
+])
+# groupBy("machine_name").count() on the HDFS-backed provider.
+HDFS_REPORT = _report("on_hdfs", 1, 860, 3, [
+    _operator("stateStoreSave", 3, 3, 203, 1976, {
+        "SnapshotLastUploaded.partition_0_default": -1, "loadedMapCacheHitCount": 4,
+        "stateOnCurrentVersionSizeBytes": 912}),
+])
+# select("machine_name"), unnamed: a stateless query.
+STATELESS_REPORT = _report(None, 1, 223, 3, [])
+
+
+def _event(report: dict) -> QueryProgressEvent:
+    # What Spark hands a Python listener: the report parsed into a StreamingQueryProgress.
+    return QueryProgressEvent.fromJson({"progress": json.loads(json.dumps(report))})
+
+
+def _listener(nb, *args, **kwargs):
+    listener = nb.StateMetricsListener(*args, **kwargs)
+    assert isinstance(listener, StreamingQueryListener), (
+        "StateMetricsListener should be a subclass of StreamingQueryListener, so that "
+        "spark.streams.addListener accepts it.")
+    return listener
+
+
+def _feed(listener, *reports) -> list[dict]:
+    for report in reports:
+        try:
+            result = listener.onQueryProgress(_event(report))
+        except KeyError as error:
+            raise AssertionError(
+                f"onQueryProgress raised KeyError {error} on a batch of the "
+                f"{'HDFS-backed' if report is HDFS_REPORT else 'RocksDB'} provider. A provider reports "
+                f"only its own custom metrics: read them with op.customMetrics.get(name), which "
+                f"gives None for a missing one.") from None
+        assert result is None, (
+            "onQueryProgress should append to self.rows and return nothing; it returned "
+            f"{type(result).__name__}. (A method that yields is a generator: Spark would never run it.)")
+    rows = listener.rows
+    assert isinstance(rows, list) and all(isinstance(r, dict) for r in rows), (
+        "self.rows should stay a list of dicts, one per state operator per batch.")
+    return rows
+
+
+def _expected(report, custom):
+    return [{"query": report["name"], "batch_id": report["batchId"],
+             "input_rows": report["numInputRows"], "batch_duration_ms": report["batchDuration"],
+             "operator": op["operatorName"], "rows_total": op["numRowsTotal"],
+             "rows_updated": op["numRowsUpdated"], "memory_used_bytes": op["memoryUsedBytes"],
+             "commit_time_ms": op["commitTimeMs"],
+             **{name: op["customMetrics"].get(name) for name in custom}}
+            for op in report["stateOperators"]]
+
+
+def _compare(got: list[dict], expected: list[dict], what: str) -> None:
+    assert len(got) == len(expected), (
+        f"{what} should add {len(expected)} row(s), one per state operator; the listener added "
+        f"{len(got)}.")
+    for row, want in zip(got, expected):
+        missing = [k for k in want if k not in row]
+        extra = [k for k in row if k not in want]
+        assert not missing and not extra, (
+            f"Each row should have exactly the keys {list(want)}. "
+            + (f"Missing: {missing}. " if missing else "") + (f"Unexpected: {extra}." if extra else ""))
+        wrong = {k: (row[k], v) for k, v in want.items() if row[k] != v}
+        assert not wrong, (
+            f"{what}: these values differ from the report (yours, expected): "
+            + ", ".join(f"{k} {a!r} instead of {b!r}" for k, (a, b) in wrong.items()) + ".")
+
+
+# --- 6.1 · the listener ------------------------------------------------------------------
+
+@exercise("6.1")
+def test_listener_starts_empty_with_its_custom_metrics(nb):
+    listener = _listener(nb)
+    assert listener.rows == [], "A new StateMetricsListener should have no rows yet."
+    assert tuple(listener.custom_metrics) == CUSTOM_METRICS, (
+        "By default the listener should collect the metrics in CUSTOM_METRICS. Did you edit the "
+        "constructor or the graded-setup cell?")
+
+
+@exercise("6.1")
+def test_one_row_per_state_operator(nb):
+    rows = _feed(_listener(nb), ROCKSDB_REPORT)
+    _compare(rows, _expected(ROCKSDB_REPORT, CUSTOM_METRICS),
+             "A batch of a query with two state operators (dedupe, then an aggregation)")
+
+
+@exercise("6.1")
+def test_custom_metrics_come_from_the_constructor(nb):
+    custom = ["rocksdbPutCount", "rocksdbGetCount"]
+    rows = _feed(_listener(nb, custom_metrics=custom), ROCKSDB_REPORT)
+    _compare(rows, _expected(ROCKSDB_REPORT, custom),
+             "A listener built with custom_metrics=['rocksdbPutCount', 'rocksdbGetCount']")
+
+
+@exercise("6.1")
+def test_a_metric_the_provider_does_not_report_is_none(nb):
+    rows = _feed(_listener(nb), HDFS_REPORT)
+    _compare(rows, _expected(HDFS_REPORT, CUSTOM_METRICS),
+             "A batch on the HDFS-backed provider (no rocksdb... metrics: each should be None)")
+
+
+@exercise("6.1")
+def test_a_stateless_batch_adds_no_row_and_rows_accumulate(nb):
+    listener = _listener(nb)
+    rows = _feed(listener, STATELESS_REPORT)
+    assert rows == [], (
+        f"A batch of a stateless query has no state operators, so it adds no row; the listener "
+        f"added {rows}.")
+    rows = _feed(listener, ROCKSDB_REPORT, HDFS_REPORT)
+    assert [r.get("query") for r in rows] == ["heartbeats", "heartbeats", "on_hdfs"], (
+        "Rows should accumulate in self.rows across calls, in the order the batches arrive "
+        "(two from the first report, one from the second).")
+
+
+# --- Spark plumbing ----------------------------------------------------------------------
+
+@contextmanager
+def _settings(spark, settings: dict):
+    """Apply settings for one query start, then put back exactly what was there.
+
+    ``spark.conf.unset`` would fall back to Spark's default, not to the session's value.
+    """
+    saved = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def _heartbeats(folder: Path, name: str, machines: list[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps({"machine_name": m, "machine_time": "2026-11-22T10:00:00Z"}) for m in machines]
+    (folder / f"{name}.json").write_text("\n".join(lines) + "\n")
+
+
+def _cause(error: BaseException) -> str:
+    """The JVM exception behind a failed query, e.g. a setting Spark refused."""
+    text = str(error)
+    jvm = re.search(r"(?:java|scala|org)\.[\w.$]+(?:Exception|Error): [^\n]+", text)
+    if jvm:
+        return jvm.group(0)[:300]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines[0] if lines else type(error).__name__)[:300]
+
+
+def _run(spark, incoming: Path, checkpoint, name: str, settings: dict | None = None,
+         what: str = "the query"):
+    """Count heartbeats per machine over ``incoming``, one file per batch; return the query."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+    schema = StructType([StructField("machine_name", StringType()),
+                         StructField("machine_time", TimestampType())])
+    counts = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(incoming))
+              .groupBy("machine_name").agg(F.count("*").alias("heartbeats")))
+    writer = (counts.writeStream.format("noop").queryName(name).outputMode("update")
+              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
+    assert spark.conf.get("spark.sql.streaming.stateStore.providerClass") == ROCKSDB, (
+        "The session should use the RocksDB provider (a course bug if it does not).")
+    with _settings(spark, settings or {}):
+        query = writer.start()
+    try:
+        query.awaitTermination()
+    except Exception as error:
+        raise AssertionError(f"{what} failed: {_cause(error)}") from None
+    return query
+
+
+def _listing(checkpoint, operator: int = 0, partition: int = 0) -> list[tuple[int, str]]:
+    folder = Path(checkpoint) / "state" / str(operator) / str(partition)
+    kinds = {".changelog": "changelog", ".zip": "snapshot"}
+    return sorted((int(p.stem), kinds[p.suffix]) for p in folder.iterdir()
+                  if p.is_file() and p.suffix in kinds and p.stem.isdigit())
+
+
+def _wait_for_listener(spark, listener, query, timeout_s: float = 30.0) -> None:
+    """Wait until Spark's listener bus has delivered every event posted so far."""
+    try:
+        # The bus the progress events travel on; returns once every queue is empty.
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(int(timeout_s * 1000))
+        return
+    except Exception:  # an internal API: if it moves, fall back to a bounded poll
+        pass
+    last = query.lastProgress["batchId"]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(isinstance(r, dict) and r.get("query") == query.name and r.get("batch_id") == last
+               for r in listener.rows):
+            return
+        time.sleep(0.1)
+
+
+# --- 6.1 · the listener on a real query --------------------------------------------------
+
+@exercise("6.1", timeout=120)
+def test_listener_reads_real_progress_reports(nb, spark, tmp_path, checkpoint_dir):
+    incoming = tmp_path / "incoming"
+    _heartbeats(incoming, "a", ["m1", "m2", "m3"])
+    _heartbeats(incoming, "b", ["m1", "m4"])
+    query = _run(spark, incoming, checkpoint_dir, "lab06_progress")
+    reports = query.recentProgress
+    listener = _listener(nb)
+    for progress in reports:
+        listener.onQueryProgress(QueryProgressEvent(progress=progress))
+    expected = [row for p in reports for row in _expected(json.loads(p.json), CUSTOM_METRICS)]
+    _compare(listener.rows, expected, f"The {len(reports)} batches of a real query on RocksDB")
+
+
+@exercise("6.1", timeout=120)
+def test_registered_listener_hears_every_batch(nb, spark, tmp_path, checkpoint_dir):
+    incoming = tmp_path / "incoming"
+    for name, machines in (("a", ["m1", "m2"]), ("b", ["m2", "m3"]), ("c", ["m4"])):
+        _heartbeats(incoming, name, machines)
+    listener = _listener(nb)
+    spark.streams.addListener(listener)
+    try:
+        query = _run(spark, incoming, checkpoint_dir, "lab06_live")
+        _wait_for_listener(spark, listener, query)
+    finally:
+        spark.streams.removeListener(listener)
+    got = [(r.get("batch_id"), r.get("rows_total")) for r in listener.rows
+           if isinstance(r, dict) and r.get("query") == "lab06_live"]
+    expected = [(p.batchId, p.stateOperators[0].numRowsTotal) for p in query.recentProgress]
+    assert got == expected, (
+        f"Registered with spark.streams.addListener, the listener should hear every batch of the "
+        f"query: (batch_id, rows_total) {expected}; it recorded {got}. An exception in "
+        f"onQueryProgress is logged by Spark, not raised: the checks above show it.")
+
+
+# --- 6.2 · changelog or snapshot ---------------------------------------------------------
+
+def _commit_settings(nb, changelog, interval):
+    settings = nb.commit_settings(changelog, interval)
+    assert isinstance(settings, dict), (
+        f"commit_settings() should return a dict of settings; it returned {type(settings).__name__}.")
+    return settings
+
+
+@exercise("6.2")
+def test_commit_settings_keys_and_values(nb):
+    for changelog, interval in ((True, 10), (False, 10), (True, 3)):
+        settings = _commit_settings(nb, changelog, interval)
+        assert set(settings) == {CHANGELOG, SNAPSHOT_INTERVAL}, (
+            f"commit_settings({changelog}, {interval}) should set exactly {CHANGELOG} and "
+            f"{SNAPSHOT_INTERVAL}; it set {sorted(settings)}.")
+        wrong = {k: v for k, v in settings.items() if not isinstance(v, str)}
+        assert not wrong, f"Every value should be a string, as Spark stores them; these are not: {wrong}."
+        expected = {CHANGELOG: "true" if changelog else "false", SNAPSHOT_INTERVAL: str(interval)}
+        assert {k: v.lower() for k, v in settings.items()} == expected, (
+            f"commit_settings({changelog}, {interval}) should be {expected}; it is {settings}.")
+
+
+@exercise("6.2")
+def test_commit_settings_rejects_an_interval_below_one(nb):
+    for interval in (0, -5):
+        try:
+            got = nb.commit_settings(True, interval)
+        except ValueError:
+            continue
+        raise AssertionError(
+            f"commit_settings(True, {interval}) should raise ValueError (a snapshot every "
+            f"{interval} versions makes no sense); it returned {got!r}.")
+
+
+@exercise("6.2", timeout=150)
+def test_the_settings_choose_what_a_commit_writes(nb, spark, tmp_path):
+    incoming = tmp_path / "incoming"
+    for name, machines in (("a", ["m1", "m2", "m3"]), ("b", ["m1", "m4"]), ("c", ["m2"])):
+        _heartbeats(incoming, name, machines)
+
+    changelog_ckpt = tmp_path / "changelog"
+    _run(spark, incoming, changelog_ckpt, "lab06_changelog", _commit_settings(nb, True, 10),
+         "The query with commit_settings(True, 10)")
+    files = _listing(changelog_ckpt)
+    expected = [(1, "changelog"), (2, "changelog"), (3, "changelog")]
+    assert files == expected, (
+        f"With commit_settings(True, 10), three batches should leave three changelogs and no "
+        f"snapshot in state/0/0: {expected}. The checkpoint holds {files}.")
+
+    snapshot_ckpt = tmp_path / "snapshot"
+    _run(spark, incoming, snapshot_ckpt, "lab06_snapshot", _commit_settings(nb, False, 10),
+         "The query with commit_settings(False, 10)")
+    files = _listing(snapshot_ckpt)
+    expected = [(1, "snapshot"), (2, "snapshot"), (3, "snapshot")]
+    assert files == expected, (
+        f"With commit_settings(False, 10), every commit is a snapshot: three batches should leave "
+        f"{expected} in state/0/0. The checkpoint holds {files}.")
+
+
+# --- 6.3 · the state store's files -------------------------------------------------------
+
+def _touch(path: Path, text: str = "x") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _fake_checkpoint(root: Path) -> Path:
+    ckpt = root / "checkpoint"
+    p00 = ckpt / "state" / "0" / "0"
+    for name in ("1.changelog", "2.changelog", "2.zip", "10.changelog", ".1.changelog.crc",
+                 ".2.zip.crc", ".10.changelog.crc", "3.delta"):
+        _touch(p00 / name)
+    _touch(p00 / "SSTs" / "000008-5b7e1b2c.sst")
+    _touch(p00 / "_metadata" / "schema")
+    (p00 / "11.zip.tmp").mkdir()
+    _touch(ckpt / "state" / "0" / "1" / "1.zip")
+    _touch(ckpt / "state" / "0" / "1" / ".1.zip.crc")
+    _touch(ckpt / "state" / "1" / "0" / "5.changelog")
+    _touch(ckpt / "offsets" / "0")
+    _touch(ckpt / "commits" / "0")
+    return ckpt
+
+
+@exercise("6.3")
+def test_state_files_reads_versions_and_kinds(nb, tmp_path):
+    ckpt = _fake_checkpoint(tmp_path)
+    got = nb.state_files(str(ckpt))
+    expected = [(1, "changelog"), (2, "changelog"), (2, "snapshot"), (10, "changelog")]
+    assert isinstance(got, list), f"state_files() should return a list; it returned {type(got).__name__}."
+    assert got == expected, (
+        f"state/0/0 holds 1.changelog, 2.changelog, 2.zip and 10.changelog, plus .crc files, a "
+        f"3.delta file, the folders SSTs/ and _metadata/: state_files should return {expected}; "
+        f"it returned {got}. Versions are numbers (2 comes before 10).")
+
+
+@exercise("6.3")
+def test_state_files_takes_operator_and_partition(nb, tmp_path):
+    ckpt = _fake_checkpoint(tmp_path)
+    for args, expected in (((0, 1), [(1, "snapshot")]), ((1, 0), [(5, "changelog")])):
+        got = nb.state_files(str(ckpt), *args)
+        assert got == expected, (
+            f"state_files(checkpoint, operator={args[0]}, partition={args[1]}) should read "
+            f"state/{args[0]}/{args[1]} and return {expected}; it returned {got}.")
+
+
+@exercise("6.3")
+def test_state_files_of_a_missing_folder_is_empty(nb, tmp_path):
+    ckpt = _fake_checkpoint(tmp_path)
+    for path, args in ((ckpt, (0, 7)), (tmp_path / "never-started", (0, 0))):
+        got = nb.state_files(str(path), *args)
+        assert got == [], (
+            f"When state/{args[0]}/{args[1]} does not exist (no commit yet), state_files should "
+            f"return []; it returned {got!r}.")
+
+
+@exercise("6.3", timeout=150)
+def test_state_files_on_a_real_checkpoint(nb, spark, tmp_path, checkpoint_dir):
+    incoming = tmp_path / "incoming"
+    _heartbeats(incoming, "a", ["m1", "m2", "m3", "m4"])
+    _heartbeats(incoming, "b", ["m1", "m5"])
+    snapshots = {CHANGELOG: "false"}
+    _run(spark, incoming, checkpoint_dir, "lab06_files_1", snapshots)
+    _heartbeats(incoming, "c", ["m2", "m6"])
+    _heartbeats(incoming, "d", ["m3"])
+    _run(spark, incoming, checkpoint_dir, "lab06_files_2", {CHANGELOG: "true"})
+    for partition in (0, 1):
+        expected = _listing(checkpoint_dir, 0, partition)
+        got = nb.state_files(checkpoint_dir, 0, partition)
+        assert got == expected, (
+            f"Two batches in snapshot mode, then two in changelog mode on the same checkpoint: "
+            f"state/0/{partition} holds {expected}; state_files returned {got}.")
+    kinds = {kind for _, kind in expected}
+    assert kinds == {"changelog", "snapshot"}, (
+        f"The checkpoint should hold both kinds of file; it holds {expected} (a course bug).")
+
+
+# --- 6.4 · bounded memory ----------------------------------------------------------------
+
+def _bounded(nb, *args, **kwargs):
+    settings = nb.bounded_memory_settings(*args, **kwargs)
+    assert isinstance(settings, dict), (
+        f"bounded_memory_settings() should return a dict of settings; it returned "
+        f"{type(settings).__name__}.")
+    return settings
+
+
+def _number(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@exercise("6.4")
+def test_bounded_memory_settings(nb):
+    for args, (mb, wb, hp) in (((256,), (256, 0.5, 0.1)), ((64, 0.3, 0.2), (64, 0.3, 0.2))):
+        settings = _bounded(nb, *args)
+        keys = {PREFIX + k for k in ("boundedMemoryUsage", "maxMemoryUsageMB",
+                                     "writeBufferCacheRatio", "highPriorityPoolRatio")}
+        assert set(settings) == keys, (
+            f"bounded_memory_settings{args} should set exactly {sorted(keys)}; it set "
+            f"{sorted(settings)}.")
+        wrong = {k: v for k, v in settings.items() if not isinstance(v, str)}
+        assert not wrong, f"Every value should be a string, as Spark stores them; these are not: {wrong}."
+        assert settings[PREFIX + "boundedMemoryUsage"].lower() == "true", (
+            f"{PREFIX}boundedMemoryUsage should be \"true\".")
+        assert settings[PREFIX + "maxMemoryUsageMB"] == str(mb), (
+            f"bounded_memory_settings{args}: maxMemoryUsageMB should be \"{mb}\" (a whole number "
+            f"of megabytes); it is {settings[PREFIX + 'maxMemoryUsageMB']!r}.")
+        for key, want in (("writeBufferCacheRatio", wb), ("highPriorityPoolRatio", hp)):
+            got = _number(settings[PREFIX + key])
+            assert got is not None and math.isclose(got, want), (
+                f"bounded_memory_settings{args}: {key} should be {want}; it is "
+                f"{settings[PREFIX + key]!r}.")
+
+
+@exercise("6.4")
+def test_bounded_memory_settings_rejects_what_spark_would(nb):
+    cases = [((0,), "a budget of 0 MB"), ((-64,), "a negative budget"),
+             ((64, 0.9, 0.1), "ratios adding up to 1"), ((64, 0.7, 0.5), "ratios adding up to more than 1"),
+             ((64, -0.1, 0.1), "a negative ratio")]
+    for args, why in cases:
+        try:
+            got = nb.bounded_memory_settings(*args)
+        except ValueError:
+            continue
+        raise AssertionError(
+            f"bounded_memory_settings{args} should raise ValueError ({why}); it returned {got!r}.")
+
+
+@exercise("6.4", timeout=150)
+def test_bounded_memory_settings_run_a_query(nb, spark, tmp_path, checkpoint_dir):
+    incoming = tmp_path / "incoming"
+    _heartbeats(incoming, "a", ["m1", "m2", "m3"])
+    _heartbeats(incoming, "b", ["m3", "m4"])
+    settings = _bounded(nb, 32)
+    query = _run(spark, incoming, checkpoint_dir, "lab06_bounded", settings,
+                 "The query with bounded_memory_settings(32)")
+    totals = [p.stateOperators[0].numRowsTotal for p in query.recentProgress]
+    assert totals == [3, 4], (
+        f"Under bounded memory the query should count the same machines: rows_total [3, 4] after "
+        f"its two batches; it reported {totals}.")
+
+
+# --- 6.5 · the plan ------------------------------------------------------------------------
+# Example figures for the function, not measurements of anything.
+
+def _m(nb, partitions, overhead_ms, rows_per_second):
+    return nb.Measurement(partitions, overhead_ms, rows_per_second)
+
+
+def _figures(nb):
+    return [_m(nb, 2, 400.0, 10_000.0), _m(nb, 4, 600.0, 16_000.0)]
+
+
+def _plan(nb, *args, **kwargs):
+    return nb.plan_query(*args, **kwargs)
+
+
+def _same(plan, expected) -> bool:
+    if plan is None or expected is None:
+        return plan is expected
+    if not isinstance(plan, tuple) or len(plan) != 4:
+        return False
+    return (plan[0] == expected[0] and plan[1] == expected[1]
+            and math.isclose(plan[2], expected[2]) and math.isclose(plan[3], expected[3]))
+
+
+def _check_plan(nb, expected, why, *args, **kwargs):
+    plan = _plan(nb, *args, **kwargs)
+    assert plan is None or isinstance(plan, tuple), (
+        f"plan_query() should return a Plan (or None); it returned {type(plan).__name__}.")
+    shown = ", ".join([*(repr(a) if i != 2 else "measurements" for i, a in enumerate(args)),
+                       *(f"{k}={v!r}" for k, v in kwargs.items())])
+    wanted = None if expected is None else nb.Plan(*expected)
+    assert _same(plan, expected), (
+        f"plan_query({shown}) with 2 partitions at 400 ms + 10,000 rows/s and 4 at 600 ms + "
+        f"16,000 rows/s: {why} Expected {wanted}; got {plan}.")
+
+
+@exercise("6.5")
+def test_the_largest_trigger_that_meets_the_target(nb):
+    _check_plan(nb, (2_000, 2, 600.0, 2_600.0),
+                "5000 ms waits too long; at 2000 ms both keep up and the fewest partitions win.",
+                1_000, 3_000, _figures(nb))
+
+
+@exercise("6.5")
+def test_keeping_up_and_the_target_are_inclusive(nb):
+    _check_plan(nb, (2_000, 2, 2_000.0, 4_000.0),
+                "at 2000 ms, 2 partitions take exactly 2000 ms per batch and reach exactly 4000 ms: "
+                "that still counts.", 8_000, 4_000, _figures(nb))
+
+
+@exercise("6.5")
+def test_more_partitions_when_fewer_cannot_keep_up(nb):
+    _check_plan(nb, (5_000, 4, 4_350.0, 9_350.0),
+                "at 10000 ms the latency is too high; at 5000 ms only 4 partitions keep up "
+                "(2 would take 6400 ms per batch).", 12_000, 12_000, _figures(nb))
+
+
+@exercise("6.5")
+def test_no_plan_when_nothing_keeps_up(nb):
+    _check_plan(nb, None, "20,000 heartbeats/s is more than either configuration processes.",
+                20_000, 60_000, _figures(nb))
+    _check_plan(nb, None, "a 500 ms target is out of reach: even the 250 ms trigger needs "
+                "425 ms batches, longer than the trigger.", 1_000, 500, _figures(nb))
+
+
+@exercise("6.5")
+def test_the_order_of_measurements_does_not_matter(nb):
+    plan = _plan(nb, 1_000, 3_000, list(reversed(_figures(nb))))
+    assert _same(plan, (2_000, 2, 600.0, 2_600.0)), (
+        f"With the measurements in the other order (4 partitions first) the answer is the same: "
+        f"at 2000 ms both keep up and the fewest partitions win, Plan(2000, 2, 600.0, 2600.0). "
+        f"Got {plan}.")
+
+
+@exercise("6.5")
+def test_trigger_choices_and_heartbeat_rate_are_parameters(nb):
+    _check_plan(nb, (700, 2, 470.0, 1_170.0), "only 300 and 700 ms are allowed here.",
+                1_000, 3_000, _figures(nb), trigger_choices_ms=(300, 700))
+    _check_plan(nb, (2_000, 2, 2_000.0, 4_000.0),
+                "4,000 machines sending 2 heartbeats a second are 8,000 rows a second.",
+                4_000, 4_000, _figures(nb), heartbeats_per_second=2.0)
+
+
+@exercise("6.5")
+def test_the_plan_is_a_plan(nb):
+    plan = _plan(nb, 1_000, 3_000, _figures(nb))
+    assert isinstance(plan, nb.Plan), (
+        f"plan_query() should return a Plan(trigger_ms, shuffle_partitions, batch_ms, "
+        f"worst_latency_ms); it returned {type(plan).__name__}: {plan!r}.")
+    assert isinstance(plan.trigger_ms, int) and not isinstance(plan.trigger_ms, bool), (
+        f"Plan.trigger_ms should be one of trigger_choices_ms, an int; it is {plan.trigger_ms!r}.")
