@@ -85,11 +85,23 @@ def _parse(data: dict, source: Path) -> tuple[Lab, ...]:
                     f"{source}: exercise {exercise.id} of lab {lab.id} should be numbered "
                     f"{int(lab.id)}.N"
                 )
+        for before, after in zip(exercises, exercises[1:]):
+            if _number(after.id) <= _number(before.id):
+                raise RegistryError(f"{source}: exercise {after.id} of lab {lab.id} is listed "
+                                    f"after {before.id}; list exercises in order")
         if lab.id in seen:
             raise RegistryError(f"{source}: lab {lab.id} is listed twice")
+        if labs and int(lab.id) < int(labs[-1].id):
+            raise RegistryError(f"{source}: lab {lab.id} is listed after lab {labs[-1].id}; "
+                                "list labs in order")
         seen.add(lab.id)
         labs.append(lab)
     return tuple(labs)
+
+
+def _number(exercise_id: str) -> int:
+    """The N of an exercise id LAB.N, compared as a number (4.10 comes after 4.9)."""
+    return int(exercise_id.partition(".")[2] or 0)
 
 
 @cache
