@@ -1,0 +1,588 @@
+"""Checks for lab 08 · Capstone: the heartbeat monitor.
+
+Pure Python first: the consumer's decoder on real ``azure.eventhub.EventData`` objects (8.2)
+and the runbook (8.4). Then Spark: the status events' encoding on fixed rows, in two session
+time zones (8.1); the pipeline over parquet files in the eventhubs source's schema, one file
+per micro-batch, run with ``trigger(availableNow=True)`` (8.3); the wired query, looked at
+unstarted and then run to the end of its input against an in-process hub, on heartbeats sent
+before it starts (8.5). No check sleeps, and every verdict depends on the data only: times are
+compared with the batch timestamps Spark wrote into the checkpoint.
+"""
+
+import functools
+import json
+import math
+import os
+import sys
+import threading
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
+from pyspark import cloudpickle
+
+from streamlab.grading import exercise
+
+# Spark's Python workers cannot import this file: send what it defines by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
+FIELDS = ["machine_name", "status", "previous_status", "last_status_change_time"]
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+START = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+HOUR_MS = 3_600_000
+
+
+def _stamp(ms: int) -> str:
+    """The contract's time format for ``ms`` milliseconds since the epoch."""
+    at = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+@functools.cache
+def _lab04():
+    from streamlab.monitor import reference_solution
+
+    return reference_solution()
+
+
+def _processor(timeout_ms: int):
+    """Lab 04's LeanHeartbeatProcessor, the processor every check's pipeline runs."""
+    return _lab04().LeanHeartbeatProcessor(timeout_ms=timeout_ms, retire_after_ms=2 * HOUR_MS)
+
+
+# --- 8.2 · the consumer's decoder ------------------------------------------------------------
+
+def _body(machine="m1", status=HEALTHY, previous=INITIALIZING, at="2026-11-22T10:00:05.123Z",
+          **extra) -> str:
+    fields = {"machine_name": machine, "status": status, "previous_status": previous,
+              "last_status_change_time": at, **extra}
+    return json.dumps(fields)
+
+
+def _decode(nb, events):
+    result = nb.decode_status(events)
+    assert isinstance(result, tuple) and len(result) == 2, (
+        f"decode_status() should return a pair (transitions, quarantined); it returned "
+        f"{type(result).__name__}: {result!r:.200}.")
+    transitions, quarantined = result
+    assert isinstance(transitions, list) and isinstance(quarantined, list), (
+        f"decode_status() should return two lists; it returned {type(transitions).__name__} and "
+        f"{type(quarantined).__name__}.")
+    return transitions, quarantined
+
+
+@exercise("8.2")
+def test_good_events_become_transitions_in_order(nb):
+    events = [EventData(_body("m1", INITIALIZING, None, "2026-11-22T10:00:00.000Z")),
+              EventData(_body("m2", INITIALIZING, None, "2026-11-22T10:00:00.500Z")),
+              EventData(_body("m1", HEALTHY, INITIALIZING, "2026-11-22T10:00:01.123Z"))]
+    transitions, quarantined = _decode(nb, events)
+    assert quarantined == [], (
+        f"Three well-formed status events should all decode; decode_status() quarantined "
+        f"{[reason for _, reason in quarantined]}.")
+    assert [list(t) for t in transitions] == [FIELDS] * 3, (
+        f"Each transition should be a dict with exactly the keys {FIELDS}, in that order; "
+        f"decode_status() returned {transitions!r:.300}.")
+    got = [(t["machine_name"], t["previous_status"], t["status"]) for t in transitions]
+    assert got == [("m1", None, INITIALIZING), ("m2", None, INITIALIZING), ("m1", INITIALIZING, HEALTHY)], (
+        f"The transitions should come out in the order the events came in, with null "
+        f"previous_status as None; got {got}.")
+    times = [t["last_status_change_time"] for t in transitions]
+    expected = [START, START + timedelta(milliseconds=500), START + timedelta(seconds=1, milliseconds=123)]
+    assert all(isinstance(t, datetime) and t.tzinfo is not None for t in times) and times == expected, (
+        f"last_status_change_time should be an aware datetime: {expected}; got {times}.")
+
+
+@exercise("8.2")
+def test_times_with_an_offset_come_out_in_utc(nb):
+    transitions, _ = _decode(nb, [EventData(_body(at="2026-11-22T12:00:05.123+02:00"))])
+    assert len(transitions) == 1, "A time with an offset (+02:00) is ISO-8601 with a zone: decode it."
+    got = transitions[0]["last_status_change_time"]
+    assert got == START + timedelta(seconds=5, milliseconds=123) and got.utcoffset() == timedelta(0), (
+        f"2026-11-22T12:00:05.123+02:00 is 10:00:05.123 UTC: expected a datetime in UTC "
+        f"(utcoffset 0); got {got!r}. Convert with .astimezone(timezone.utc).")
+
+
+@exercise("8.2")
+def test_extra_fields_are_ignored(nb):
+    transitions, quarantined = _decode(nb, [EventData(_body(site="Lyon", version=2))])
+    assert quarantined == [] and [list(t) for t in transitions] == [FIELDS], (
+        f"A status event with two more fields (site, version) is still a transition: keep "
+        f"the four fields and ignore the rest. decode_status() returned {transitions!r:.200} "
+        f"and quarantined {[reason for _, reason in quarantined]}.")
+
+
+BAD = [
+    (b"\xff\xfe\x00", "not JSON", "bytes that are not UTF-8"),
+    (b"", "not JSON", "an empty body"),
+    ("{'machine_name': 'm1'}", "not JSON", "Python's repr instead of JSON"),
+    ("[1, 2]", "not a transition", "a JSON array"),
+    ("null", "not a transition", "JSON null"),
+    ('{"machine_name": "m1", "status": "Healthy", "last_status_change_time": "2026-11-22T10:00:00Z"}',
+     "not a transition", "an object without previous_status"),
+    (_body(machine=""), "not a transition", "an empty machine_name"),
+    (_body(machine="   "), "not a transition", "a blank machine_name"),
+    (_body(machine=7), "not a transition", "a machine_name that is a number"),
+    (_body(status="Rebooting"), "unknown status", "status Rebooting"),
+    (_body(status=None), "unknown status", "status null"),
+    (_body(previous="Unknown"), "unknown status", "previous_status Unknown"),
+    (_body(at="yesterday"), "bad timestamp", "a time that is not ISO-8601"),
+    (_body(at="2026-11-22T10:00:05"), "bad timestamp", "a time without a zone"),
+    (_body(at=1795000000000), "bad timestamp", "a time given as a number"),
+    (_body(at=None), "bad timestamp", "a null time"),
+]
+
+
+@exercise("8.2")
+@pytest.mark.parametrize("body, reason, what", BAD, ids=[what for _, _, what in BAD])
+def test_a_bad_event_is_quarantined_with_its_reason(nb, body, reason, what):
+    event = EventData(body)
+    try:
+        transitions, quarantined = _decode(nb, [event])
+    except AssertionError:
+        raise
+    except Exception as error:
+        raise AssertionError(
+            f"decode_status() raised {type(error).__name__}: {error} on {what}. A consumer must "
+            f"never crash on a bad event: quarantine it with a reason.") from None
+    assert transitions == [] and len(quarantined) == 1, (
+        f"An event with {what} should be quarantined, not decoded; decode_status() returned "
+        f"{len(transitions)} transition(s) and {len(quarantined)} quarantined.")
+    kept, got = quarantined[0]
+    assert kept is event, (
+        f"Quarantine the event itself, as it came (the (event, reason) pair); decode_status() "
+        f"kept {kept!r:.80} instead.")
+    assert got == reason, f"An event with {what} should be quarantined as {reason!r}; the reason given was {got!r}."
+
+
+@exercise("8.2")
+def test_bad_events_do_not_stop_the_good_ones(nb):
+    good1, bad1, good2, bad2 = (EventData(_body("m1", INITIALIZING, None)), EventData(b"\xff"),
+                                EventData(_body("m2", INITIALIZING, None)), EventData("hello"))
+    transitions, quarantined = _decode(nb, iter([good1, bad1, good2, bad2]))
+    assert [t["machine_name"] for t in transitions] == ["m1", "m2"], (
+        f"Between bad events, the good ones must still come through, in order: expected m1 "
+        f"and m2; got {[t['machine_name'] for t in transitions]}. (The events may come as any "
+        f"iterable, here an iterator: go through them once.)")
+    kept = [(event is bad, reason) for (event, reason), bad in zip(quarantined, [bad1, bad2])]
+    assert len(quarantined) == 2 and kept == [(True, "not JSON")] * 2, (
+        f"Both bad events should be quarantined, themselves and in order, with the reason "
+        f"'not JSON'; got {[reason for _, reason in quarantined]}.")
+    assert _decode(nb, []) == ([], []), "No events: decode_status([]) should return ([], [])."
+
+
+# --- 8.4 · the runbook ------------------------------------------------------------------------
+
+CS = ("Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=monitor;"
+      "SharedAccessKey=c2VjcmV0")
+
+
+def _settings(nb, *args, **kwargs) -> dict:
+    settings = nb.monitor_settings(*args, **kwargs)
+    assert isinstance(settings, dict), (
+        f"monitor_settings() should return a dict; it returned {type(settings).__name__}.")
+    keys = {"source", "sink", "checkpointLocation", "trigger"}
+    assert set(settings) == keys, (
+        f"monitor_settings() should return exactly the keys {sorted(keys)}; it returned {sorted(settings)}.")
+    return settings
+
+
+@exercise("8.4")
+def test_the_settings_for_three_machines(nb):
+    got = _settings(nb, CS, 3, "/data/checkpoints")
+    expected = {
+        "source": {"connectionString": CS, "eventHubName": "heartbeats", "consumerGroup": "$Default",
+                   "startingPosition": "latest", "maxEventsPerTrigger": "15"},
+        "sink": {"connectionString": CS, "eventHubName": "status"},
+        "checkpointLocation": "/data/checkpoints/heartbeat-monitor",
+        "trigger": "500 milliseconds",
+    }
+    for key in ("source", "sink"):
+        assert got[key] == expected[key], (
+            f"For 3 machines and the defaults, settings[{key!r}] should be {expected[key]}; it is "
+            f"{got[key]}. (Every value is a string; maxEventsPerTrigger = ceil(3 x 500 x 10 / 1000).)")
+    assert (got["checkpointLocation"], got["trigger"]) == (expected["checkpointLocation"], expected["trigger"]), (
+        f"checkpointLocation and trigger should be {expected['checkpointLocation']!r} and "
+        f"{expected['trigger']!r}; they are {got['checkpointLocation']!r} and {got['trigger']!r}.")
+
+
+@exercise("8.4")
+@pytest.mark.parametrize("fleet, trigger_ms, factor", [(1, 500, 10), (10_000, 500, 10), (7, 250, 3),
+                                                       (1, 1, 1), (2, 2_000, 1)])
+def test_max_events_grows_with_the_fleet(nb, fleet, trigger_ms, factor):
+    got = _settings(nb, CS, fleet, "/c", trigger_ms=trigger_ms, catch_up_factor=factor)
+    expected = str(math.ceil(fleet * trigger_ms * factor / 1000))
+    assert got["source"]["maxEventsPerTrigger"] == expected, (
+        f"For {fleet} machine(s), a {trigger_ms} ms trigger and a catch-up factor of {factor}, "
+        f"maxEventsPerTrigger should be ceil({fleet} x {trigger_ms} x {factor} / 1000) = {expected} "
+        f"(a string); it is {got['source']['maxEventsPerTrigger']!r}.")
+    assert got["trigger"] == f"{trigger_ms} milliseconds", (
+        f"With trigger_ms={trigger_ms} the trigger should be '{trigger_ms} milliseconds'; it is {got['trigger']!r}.")
+
+
+@exercise("8.4")
+def test_the_checkpoint_root_may_be_a_uri(nb):
+    root = "abfss://monitor@account.dfs.core.windows.net/checkpoints/"
+    got = _settings(nb, CS, 3, root, consumer_group="monitor")
+    assert got["checkpointLocation"] == "abfss://monitor@account.dfs.core.windows.net/checkpoints/heartbeat-monitor", (
+        f"The root {root!r} should give "
+        f"'abfss://monitor@account.dfs.core.windows.net/checkpoints/heartbeat-monitor': one '/' "
+        f"between root and folder, and the URI left as it is (pathlib would turn '//' into '/'); "
+        f"got {got['checkpointLocation']!r}.")
+    assert got["source"]["consumerGroup"] == "monitor", (
+        f"consumer_group='monitor' should be the source's consumerGroup; it is {got['source'].get('consumerGroup')!r}.")
+
+
+@exercise("8.4")
+@pytest.mark.parametrize("args, kwargs, what", [
+    ((CS + ";EntityPath=heartbeats", 3, "/c"), {}, "a connection string with EntityPath"),
+    ((CS + ";entitypath=status", 3, "/c"), {}, "a connection string with entitypath in lower case"),
+    ((CS, 0, "/c"), {}, "fleet_size 0"),
+    ((CS, -2, "/c"), {}, "fleet_size -2"),
+    ((CS, 3, "/c"), {"trigger_ms": 0}, "trigger_ms 0"),
+    ((CS, 3, "/c"), {"catch_up_factor": 0}, "catch_up_factor 0"),
+], ids=["EntityPath", "entitypath", "no-machines", "negative-fleet", "no-trigger", "no-catch-up"])
+def test_settings_that_cannot_work_are_refused(nb, args, kwargs, what):
+    try:
+        got = nb.monitor_settings(*args, **kwargs)
+    except ValueError:
+        return
+    raise AssertionError(f"monitor_settings() with {what} should raise ValueError; it returned {got!r:.200}.")
+
+
+# --- 8.1 · encoding, on Spark -----------------------------------------------------------------
+
+STATUS_DDL = "machine_name STRING, status STRING, previous_status STRING, last_status_change_time TIMESTAMP"
+ROWS = [
+    ("m1", INITIALIZING, None, START),
+    ("m1", HEALTHY, INITIALIZING, START + timedelta(seconds=1, microseconds=123_456)),
+    ('Rack "7" · Ω', UNHEALTHY, HEALTHY, START + timedelta(hours=13, seconds=7, milliseconds=40)),
+]
+EXPECTED_BODIES = [
+    {"machine_name": "m1", "status": INITIALIZING, "previous_status": None,
+     "last_status_change_time": "2026-11-22T10:00:00.000Z"},
+    {"machine_name": "m1", "status": HEALTHY, "previous_status": INITIALIZING,
+     "last_status_change_time": "2026-11-22T10:00:01.123Z"},
+    {"machine_name": 'Rack "7" · Ω', "status": UNHEALTHY, "previous_status": HEALTHY,
+     "last_status_change_time": "2026-11-22T23:00:07.040Z"},
+]
+
+
+def _encoded(nb, spark) -> list:
+    from pyspark.sql import DataFrame
+
+    df = nb.status_events(spark.createDataFrame(ROWS, STATUS_DDL))
+    assert isinstance(df, DataFrame), f"status_events() should return a DataFrame; it returned {type(df).__name__}."
+    got = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+    assert got == [("body", "string"), ("partitionKey", "string")], (
+        f"status_events() should return the string columns body and partitionKey, in that order; "
+        f"it returned {got}.")
+    return df.collect()
+
+
+def _check_bodies(rows, when: str) -> None:
+    for row, expected in zip(rows, EXPECTED_BODIES):
+        try:
+            body = json.loads(row.body, object_pairs_hook=list)
+        except (TypeError, ValueError):
+            raise AssertionError(f"Each body should be JSON; one is {row.body!r}.") from None
+        keys = [k for k, _ in body]
+        assert keys == FIELDS, (
+            f"A body should hold exactly the fields {FIELDS}, in that order, null ones included "
+            f"(to_json leaves nulls out unless ignoreNullFields is false); {when} one has {keys}: {row.body}")
+        assert dict(body) == expected, (
+            f"{when[0].upper()}{when[1:]}, the transition {expected['machine_name']}: "
+            f"{expected['previous_status']} -> {expected['status']} should be encoded as "
+            f"{json.dumps(expected, ensure_ascii=False)}; it is {row.body}. Times are UTC, "
+            f"formatted with TIMESTAMP_FORMAT.")
+        assert row.partitionKey == expected["machine_name"], (
+            f"The partition key should be the machine's name, {expected['machine_name']!r}; it is {row.partitionKey!r}.")
+
+
+@exercise("8.1", timeout=120)
+def test_transitions_become_json_bodies_keyed_by_machine(nb, spark):
+    _check_bodies(_encoded(nb, spark), "in a UTC session")
+
+
+@exercise("8.1", timeout=120)
+def test_the_body_does_not_depend_on_the_session_time_zone(nb, spark):
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        rows = _encoded(nb, spark)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    _check_bodies(rows, "in a session set to America/New_York")
+
+
+@exercise("8.1", timeout=60)
+def test_status_events_works_on_a_stream(nb, spark, tmp_path):
+    stream = spark.readStream.schema(STATUS_DDL).json(str(tmp_path))
+    df = nb.status_events(stream)
+    assert df.isStreaming and df.columns == ["body", "partitionKey"], (
+        "status_events() on a streaming DataFrame should return a streaming DataFrame with the "
+        "columns body and partitionKey: use only transformations (select), no collect().")
+
+
+# --- 8.3 · the pipeline over files -----------------------------------------------------------
+
+_ARROW_SCHEMA = pa.schema([
+    ("body", pa.binary()), ("partition", pa.string()), ("offset", pa.string()),
+    ("sequenceNumber", pa.int64()), ("enqueuedTime", pa.timestamp("us", tz="UTC")),
+    ("publisher", pa.string()), ("partitionKey", pa.string()),
+    ("properties", pa.map_(pa.string(), pa.string())),
+])
+
+
+def _heartbeat(machine: str, machine_time: str = "2026-11-22T10:00:00Z") -> tuple[str, bytes]:
+    return machine, json.dumps({"machine_name": machine, "machine_time": machine_time}).encode()
+
+
+def _write_events(folder: Path, second: int, events: list) -> None:
+    rows = [{"body": body, "partition": "0", "offset": str(i), "sequenceNumber": i,
+             "enqueuedTime": START + timedelta(seconds=second), "publisher": None,
+             "partitionKey": key, "properties": []} for i, (key, body) in enumerate(events)]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{second:03d}.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=_ARROW_SCHEMA), path)
+    stamp = START.timestamp() + second    # the file source takes new files in this order
+    os.utime(path, (stamp, stamp))
+
+
+def _events_stream(spark, folder: Path):
+    from streamlab.eventhubs import SCHEMA
+
+    return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(folder))
+
+
+def _run_available(spark, writer) -> None:
+    spark.conf.set(NO_DATA_BATCHES, "false")
+    try:
+        query = writer.trigger(availableNow=True).start()
+    finally:
+        spark.conf.unset(NO_DATA_BATCHES)
+    if not query.awaitTermination(300):
+        query.stop()
+        raise AssertionError("The query had not finished its input after 300 s.")
+    if query.exception():
+        raise query.exception()
+
+
+def _batch_times(checkpoint: Path) -> dict[int, int]:
+    times = {}
+    for path in (checkpoint / "offsets").iterdir():
+        if path.name.isdigit():
+            times[int(path.name)] = json.loads(path.read_text().splitlines()[1])["batchTimestampMs"]
+    return times
+
+
+def _sortable(row: tuple) -> tuple:
+    return tuple("" if value is None else str(value) for value in row)
+
+
+def _describe(rows) -> str:
+    def name(machine) -> str:
+        return machine if isinstance(machine, str) and machine.strip() else repr(machine)
+
+    return "; ".join(f"batch {b} {name(m)}: {p} -> {s}" for b, m, p, s, _ in rows) or "nothing"
+
+
+@exercise("8.3", timeout=60)
+def test_the_pipeline_is_returned_unstarted(nb, spark, tmp_path):
+    from pyspark.sql import DataFrame
+
+    df = nb.monitor_stream(_events_stream(spark, tmp_path), _processor(HOUR_MS))
+    assert isinstance(df, DataFrame) and df.isStreaming, (
+        f"monitor_stream() should return the streaming DataFrame of status events; it returned "
+        f"{type(df).__name__}.")
+    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+        ("body", "string"), ("partitionKey", "string")], (
+        f"monitor_stream() should end with status_events: the columns body and partitionKey; it "
+        f"has {df.columns}.")
+    assert not spark.streams.active, "monitor_stream() should not start a query: return the DataFrame."
+
+
+@exercise("8.3", timeout=420)
+def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
+    incoming, checkpoint = tmp_path / "hub", tmp_path / "checkpoint"
+    _write_events(incoming, 0, [
+        _heartbeat("m1"), _heartbeat("m2"), _heartbeat("m3", machine_time="yesterday"),
+        ("m4", b""), ("m4", b"{oops"), ("m4", b"[1, 2]"), ("m4", b'{"machine_time": "2026-11-22T10:00:00Z"}'),
+        ("m4", b'{"machine_name": "  ", "machine_time": "2026-11-22T10:00:00Z"}')])
+    _write_events(incoming, 1, [_heartbeat("m1")])
+    _write_events(incoming, 2, [_heartbeat("m2")])
+    sent: list[tuple] = []
+
+    def collect(batch, batch_id):
+        sent.extend((batch_id, row.body, row.partitionKey) for row in batch.collect())
+
+    df = nb.monitor_stream(_events_stream(spark, incoming), _processor(timeout_ms=1))
+    try:
+        _run_available(spark, df.writeStream.foreachBatch(collect)
+                       .option("checkpointLocation", str(checkpoint)))
+    except Exception as error:
+        if "is not done yet" in str(error):
+            raise
+        raise AssertionError(f"The pipeline failed on a mix of heartbeats and broken events: "
+                             f"{str(error).strip().splitlines()[-1][:300]}") from None
+    times = _batch_times(checkpoint)
+    rows = []
+    for batch_id, body, key in sent:
+        try:
+            fields = json.loads(body)
+        except (TypeError, ValueError):
+            raise AssertionError(f"Each status event's body should be JSON (status_events, 8.1); "
+                                 f"one is {body!r:.200}.") from None
+        assert key == fields.get("machine_name"), (
+            f"Each status event's partitionKey should be its machine's name; one has "
+            f"{key!r} for the body {body}.")
+        rows.append((batch_id, fields.get("machine_name"), fields.get("previous_status"),
+                     fields.get("status"), fields.get("last_status_change_time")))
+    rows.sort(key=_sortable)
+    expected = sorted([
+        (0, "m1", None, INITIALIZING), (0, "m2", None, INITIALIZING), (0, "m3", None, INITIALIZING),
+        (1, "m1", INITIALIZING, HEALTHY), (1, "m2", INITIALIZING, UNHEALTHY), (1, "m3", INITIALIZING, UNHEALTHY),
+        (2, "m1", HEALTHY, UNHEALTHY), (2, "m2", UNHEALTHY, HEALTHY),
+    ], key=_sortable)
+    got = [r[:4] for r in rows]
+    missing = [(*e, None) for e in expected if e not in got]
+    extra = [r for r in rows if r[:4] not in expected]
+    assert got == expected, (
+        f"Three micro-batches (m1, m2, m3 and five broken events; then m1; then m2) with a 1 ms "
+        f"timeout: the pipeline sent {len(got)} status events where {len(expected)} were "
+        f"expected. Missing: {_describe(missing)}. Not expected: {_describe(extra)}. Only bodies "
+        f"with a non-blank machine_name are heartbeats; m3's unparsable machine_time still "
+        f"counts as one.")
+    wrong_times = [(r[1], r[4], _stamp(times[r[0]])) for r in rows if r[4] != _stamp(times[r[0]])]
+    assert not wrong_times, (
+        f"Each transition should carry its batch's processing time, in the contract's format; "
+        f"(machine, got, expected): {wrong_times}.")
+
+
+# --- 8.5 · the wired query --------------------------------------------------------------------
+
+FAKE_CS = ("Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=course;SharedAccessKey=course;"
+           "UseDevelopmentEmulator=true")
+
+
+def _settings_for(connection_string: str, checkpoint: Path, trigger: str = "750 milliseconds") -> dict:
+    return {
+        "source": {"connectionString": connection_string, "eventHubName": "heartbeats",
+                   "consumerGroup": "$Default", "startingPosition": "earliest",
+                   "maxEventsPerTrigger": "1000"},
+        "sink": {"connectionString": connection_string, "eventHubName": "status"},
+        "checkpointLocation": str(checkpoint),
+        "trigger": trigger,
+    }
+
+
+def _writer(nb, spark, settings: dict, timeout_ms: int = HOUR_MS):
+    from pyspark.sql.streaming import DataStreamWriter
+
+    writer = nb.monitor_writer(spark, settings, _processor(timeout_ms))
+    assert isinstance(writer, DataStreamWriter), (
+        f"monitor_writer() should return the DataStreamWriter (df.writeStream... without "
+        f".start()); it returned {type(writer).__name__}.")
+    assert not spark.streams.active, "monitor_writer() should not start the query: return the writer."
+    return writer
+
+
+def _writer_field(writer, name: str):
+    # The writer's settings live in private fields of Spark's DataStreamWriter (4.3).
+    java = writer._jwrite
+    field = java.getClass().getDeclaredField(name)
+    field.setAccessible(True)
+    return field.get(java)
+
+
+@exercise("8.5", timeout=60)
+def test_the_writer_is_set_up_from_the_settings(nb, spark, tmp_path):
+    settings = _settings_for(FAKE_CS, tmp_path / "checkpoint")
+    writer = _writer(nb, spark, settings)
+    sink = _writer_field(writer, "source")
+    assert sink == "eventhubs", f"The writer should write format('eventhubs'); it writes {sink!r}."
+    options = _writer_field(writer, "extraOptions")
+    for key, value in [("connectionString", FAKE_CS), ("eventHubName", "status"),
+                       ("checkpointLocation", str(tmp_path / "checkpoint")), ("queryName", "heartbeat_monitor")]:
+        found = options.get(key)
+        got = found.get() if found.isDefined() else None
+        assert got == value, (
+            f"The writer's option {key} should be {value!r} (from settings['sink'], "
+            f"settings['checkpointLocation'] and QUERY_NAME); it is {got!r}.")
+    trigger = _writer_field(writer, "trigger").toString()
+    assert trigger == "ProcessingTimeTrigger(750)", (
+        f"With settings['trigger'] = '750 milliseconds', the writer's trigger should be "
+        f"processingTime 750 ms; it is {trigger}. Use .trigger(processingTime=settings['trigger']).")
+
+
+def _send(connection_string: str, events: list[tuple[str, bytes]]) -> None:
+    with EventHubProducerClient.from_connection_string(connection_string, eventhub_name="heartbeats") as producer:
+        for key, body in events:
+            batch = producer.create_batch(partition_key=key)
+            batch.add(EventData(body))
+            producer.send_batch(batch)
+
+
+def _status_events(connection_string: str, timeout: float = 60) -> list:
+    """Every event in the status hub now: as many as its partition says it holds."""
+    client = EventHubConsumerClient.from_connection_string(
+        connection_string, consumer_group="$Default", eventhub_name="status")
+    with client:
+        props = client.get_partition_properties("0")
+        count = 0 if props["is_empty"] else props["last_enqueued_sequence_number"] + 1
+        received, done = [], threading.Event()
+
+        def on_batch(context, events):
+            received.extend(events)
+            if len(received) >= count:
+                done.set()
+
+        if count:
+            thread = threading.Thread(target=client.receive_batch, daemon=True, kwargs=dict(
+                on_event_batch=on_batch, starting_position="-1", max_wait_time=1))
+            thread.start()
+            done.wait(timeout)
+    assert len(received) >= count, f"Read {len(received)} of the status hub's {count} events in {timeout:.0f} s."
+    return received
+
+
+def _key(event) -> str:
+    key = event.partition_key
+    return key.decode() if isinstance(key, bytes) else key
+
+
+@exercise("8.5", timeout=480)
+def test_the_query_turns_heartbeats_into_status_events_on_the_hub(nb, spark, tmp_path):
+    from streamlab.hub import Hub
+
+    with Hub(data_dir=tmp_path / "hub", port=0) as hub:
+        cs = hub.connection_string
+        settings = _settings_for(cs, tmp_path / "checkpoint")
+        _send(cs, [_heartbeat("m1"), _heartbeat("m2"), ("m3", b"{oops")])
+        try:
+            _run_available(spark, _writer(nb, spark, settings))
+            first = _status_events(cs)
+            _send(cs, [_heartbeat("m1")])
+            _run_available(spark, _writer(nb, spark, settings))
+            events = _status_events(cs)
+        except AssertionError:
+            raise
+        except Exception as error:
+            if "is not done yet" in str(error):
+                raise
+            raise AssertionError(f"The query failed: {str(error).strip().splitlines()[-1][:300]}") from None
+    got = [(_key(e), json.loads(e.body_as_str())) for e in events]
+    summary = [(key, body.get("machine_name"), body.get("previous_status"), body.get("status")) for key, body in got]
+    expected_first = [("m1", "m1", None, INITIALIZING), ("m2", "m2", None, INITIALIZING)]
+    assert sorted(summary[:len(first)]) == expected_first and len(first) == 2, (
+        f"The first run read two heartbeats and a broken event from 'heartbeats' (startingPosition "
+        f"earliest, from settings['source']): the status hub should then hold two events, "
+        f"(partition key, machine, previous, status) = {expected_first}; it held "
+        f"{summary[:len(first)]}.")
+    assert summary[len(first):] == [("m1", "m1", INITIALIZING, HEALTHY)], (
+        f"The second run, on the same checkpoint, read one more heartbeat of m1: it should add "
+        f"exactly one status event, m1: Initializing -> Healthy; it added {summary[len(first):]}.")
