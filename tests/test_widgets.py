@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -154,6 +155,32 @@ def test_a_late_row_is_logged_but_does_not_move_a_badge_back():
     assert board.statuses == {"m1": "Healthy", "m2": "Initializing"}
     assert len(board.transitions) == 4
     assert [b.value.split("<b>")[1].split("</b>")[0] for b in board.badges.children] == ["m1", "m2"]
+
+
+def test_wait_for_returns_once_the_board_shows_it_and_says_so(capsys):
+    board = StatusBoard()
+    board.update([_row("m1", "Initializing", None, 0)])
+    later = threading.Timer(0.2, board.update, args=([_row("m1", "Healthy", "Initializing", 1)],))
+    later.start()
+    board.wait_for("m1 Healthy", lambda s: s.get("m1") == "Healthy", timeout=30)
+    assert capsys.readouterr().out.startswith("m1 Healthy after ")
+
+
+def test_wait_for_gives_up_with_what_the_board_shows():
+    board = StatusBoard()
+    board.update([_row("Producer 10", "Healthy", "Initializing", 0),
+                  _row("Producer 2", "Unhealthy", "Healthy", 0)])
+    with pytest.raises(TimeoutError, match=r"waited 0 s for all red; the board shows "
+                                           r"Producer 2: Unhealthy, Producer 10: Healthy\. Check"):
+        board.wait_for("all red", lambda s: False, timeout=0.2, hint="Check the producers.")
+
+
+def test_wait_for_stops_at_once_when_the_query_feeding_the_board_stopped(spark, tmp_path):
+    query = (spark.readStream.format("rate").load().writeStream.format("noop")
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    query.stop()
+    with pytest.raises(RuntimeError, match="the query feeding the board stopped"):
+        StatusBoard().wait_for("anything", lambda s: False, timeout=60, query=query)
 
 
 def test_machines_the_fleet_knows_show_grey_until_a_transition(fleet):

@@ -160,6 +160,38 @@ class StatusBoard:
         with self._lock:
             return list(self._log)
 
+    def wait_for(self, what: str, done: Callable[[dict[str, str | None]], bool], *,
+                 timeout: float, query: Any = None, hint: str = "",
+                 note_every: float = 10.0) -> None:
+        """Block until ``done(board.statuses)`` holds.
+
+        For notebook cells that script what a learner would click: prints ``what`` and the
+        time when it happens, and a line of the board's statuses every ``note_every`` seconds
+        meanwhile. Raises ``TimeoutError`` after ``timeout`` seconds, saying what the board
+        shows (and ``hint``), and ``RuntimeError`` as soon as ``query`` (a streaming query
+        feeding the board) has stopped, with its error.
+        """
+        began = time.monotonic()
+        note_at = began + note_every
+        while not done(self.statuses):
+            if query is not None and not query.isActive:
+                raise RuntimeError(f"the query feeding the board stopped: {query.exception()}")
+            waited = time.monotonic() - began
+            if waited > timeout:
+                raise TimeoutError(f"waited {timeout:.0f} s for {what}; the board shows "
+                                   f"{self.describe()}. {hint}".rstrip())
+            if time.monotonic() >= note_at:
+                print(f"   ... {waited:.0f} s, waiting for {what}: {self.describe()}", flush=True)
+                note_at += note_every
+            time.sleep(0.1)
+        print(f"{what} after {time.monotonic() - began:.1f} s", flush=True)
+
+    def describe(self) -> str:
+        """The statuses as one line: ``Producer 1: Healthy, Producer 2: unknown``."""
+        statuses = self.statuses
+        return ", ".join(f"{name}: {statuses[name] or 'unknown'}"
+                         for name in sorted(statuses, key=_natural)) or "no machines"
+
     # -- feeds ------------------------------------------------------------------------------
 
     def follow_table(self, spark: Any, table_name: str, interval: float = 0.5) -> None:
