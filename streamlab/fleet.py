@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
+from streamlab.sending import BackgroundSender
+
 RUNNING, PAUSED, KILLED = "running", "paused", "killed"
 
 #: Malformed bodies a learner can inject; lab 01 quarantines each with a reason.
@@ -55,23 +57,18 @@ class Machine:
     extra: list[bytes] = field(default_factory=list)  # one-off events waiting to be sent
 
 
-class Fleet:
+class Fleet(BackgroundSender):
     """A fleet of simulated machines sending to one event hub from one background thread."""
 
     def __init__(self, connection_string: str, eventhub: str = "heartbeats", *,
                  name_format: str = "Producer {n}", tick: float = 0.05,
                  clock: Callable[[], float] = time.time) -> None:
-        self.connection_string = connection_string
-        self.eventhub = eventhub
+        super().__init__(connection_string, eventhub)
         self.name_format = name_format
         self._tick = tick
         self._clock = clock
         self._machines: dict[str, Machine] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._producer = None
-        self.errors: list[str] = []
         #: Rounds the sending thread has completed: lets a caller wait for one full round.
         self.rounds = 0
         self._listeners: list[Callable[[], None]] = []
@@ -164,22 +161,6 @@ class Fleet:
 
         return unsubscribe
 
-    def stop(self) -> None:
-        """Stop sending and close the connection."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
-            self._thread = None
-        if self._producer is not None:
-            self._producer.close()
-            self._producer = None
-
-    def __enter__(self) -> "Fleet":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # -- internals --------------------------------------------------------------------------
 
     def _select(self, name: str | None) -> list[Machine]:
@@ -242,19 +223,11 @@ class Fleet:
         return due
 
     def _send(self, due: list[tuple[Machine, bytes]]) -> None:
-        from azure.eventhub import EventData, EventHubProducerClient
-
-        if self._producer is None:
-            self._producer = EventHubProducerClient.from_connection_string(
-                self.connection_string, eventhub_name=self.eventhub)
-        by_key: dict[str, list[tuple[Machine, bytes]]] = {}
+        by_machine: dict[str, list[tuple[Machine, bytes]]] = {}
         for machine, body in due:
-            by_key.setdefault(machine.name, []).append((machine, body))
-        for key, items in by_key.items():
-            batch = self._producer.create_batch(partition_key=key)
-            for _, body in items:
-                batch.add(EventData(body))
-            self._producer.send_batch(batch)
+            by_machine.setdefault(machine.name, []).append((machine, body))
+        for name, items in by_machine.items():
+            self._send_keyed(name, (body for _, body in items))
             with self._lock:
                 items[0][0].sent += len(items)
 
@@ -266,7 +239,6 @@ class Fleet:
                     self._send(due)
                     self._changed()
                 except Exception as error:  # the hub may be down: report, keep going
-                    self.errors.append(f"{type(error).__name__}: {error}")
-                    del self.errors[:-20]
+                    self._report(error)
             self.rounds += 1
             self._stop.wait(self._tick)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterable, Sequence
 
+from streamlab.sending import BackgroundSender
+
 #: Sensor time 0 of every plan unless told otherwise.
 START = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 
@@ -111,7 +113,7 @@ def sensor_plan(devices: Sequence[str], seconds: float, *, interval_s: float = 2
     return [d for *_, d in sorted(deliveries, key=lambda item: item[:3])]
 
 
-class SensorProducer:
+class SensorProducer(BackgroundSender):
     """Sends a plan to an event hub from a background thread, keyed by device.
 
     Sensor time runs ``speed`` times faster than ``clock`` (seconds, monotonic): a delivery
@@ -129,16 +131,12 @@ class SensorProducer:
                  tick: float = 0.05) -> None:
         if speed <= 0:
             raise ValueError("speed must be positive")
-        self.connection_string, self.eventhub = connection_string, eventhub
+        super().__init__(connection_string, eventhub)
         self.plan = list(plan)
         self.speed, self._clock, self._tick = speed, clock, tick
         #: (wall-clock time.time() once the hub acknowledged it, reading), in send order. A
         #: send that fails is tried again, so after an error a reading may appear twice.
         self.sent: list[tuple[float, Reading]] = []
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._producer = None
         self._position = 0  # deliveries before this one were acknowledged
 
     @property
@@ -159,36 +157,12 @@ class SensorProducer:
             self._thread.join(timeout)
         return self.done
 
-    def stop(self) -> None:
-        """Stop sending and close the connection."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
-            self._thread = None
-        if self._producer is not None:
-            self._producer.close()
-            self._producer = None
-
-    def __enter__(self) -> "SensorProducer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     def _send(self, deliveries: list[Delivery]) -> None:
-        from azure.eventhub import EventData, EventHubProducerClient
-
-        if self._producer is None:
-            self._producer = EventHubProducerClient.from_connection_string(
-                self.connection_string, eventhub_name=self.eventhub)
         by_device: dict[str, list[Reading]] = {}
         for delivery in deliveries:
             by_device.setdefault(delivery.reading.device_id, []).append(delivery.reading)
         for device, readings in by_device.items():
-            batch = self._producer.create_batch(partition_key=device)
-            for reading in readings:
-                batch.add(EventData(reading.body()))
-            self._producer.send_batch(batch)
+            self._send_keyed(device, (reading.body() for reading in readings))
             acknowledged = time.time()
             self.sent.extend((acknowledged, reading) for reading in readings)
 
@@ -204,6 +178,5 @@ class SensorProducer:
                     self._send(self.plan[self._position:end])
                     self._position = end
                 except Exception as error:  # the hub may be down: report, send again
-                    self.errors.append(f"{type(error).__name__}: {error}")
-                    del self.errors[:-20]
+                    self._report(error)
             self._stop.wait(self._tick)
