@@ -8,24 +8,21 @@ query on files, run with ``trigger(availableNow=True)`` on the RocksDB state sto
 import json
 import re
 import sys
-from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 from pyspark import cloudpickle
 from pyspark.sql import Row
-from pyspark.sql.streaming import StatefulProcessor
-from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.grading import exercise
+from streamlab.grading.tws import Meter, ProcessorStory, ReferenceHeartbeatProcessor
 
-# Spark's Python workers cannot import this file: send the reference processor by value.
+# Spark's Python workers cannot import this file: what it defines goes to them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
 HEARTBEAT, TIMEOUT = "heartbeat", "timeout"
-FIELDS = ["machine_name", "status", "previous_status", "last_status_change_time"]
 
 
 # --- 4.1 · the state machine as a pure function -----------------------------------------
@@ -80,78 +77,20 @@ def test_unknown_event_raises(nb):
 
 # --- TwsTester plumbing for 4.2 and 4.3 -------------------------------------------------
 
-class NothingReturned(AssertionError):
-    pass
+HEARTBEAT_TIME = datetime(2026, 11, 22, tzinfo=timezone.utc)
 
 
-def _ms(value) -> int | None:
-    if not isinstance(value, datetime):
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return round(value.timestamp() * 1000)
-
-
-class Story:
-    """One processor on a TwsTester: heartbeats and a clock that only moves when told."""
+class Story(ProcessorStory):
+    """One of the lab's processors, one machine per key, heartbeats sent one batch at a time."""
 
     def __init__(self, nb, class_name: str, timeout_ms: int = 5_000,
                  retire_after_ms: int = 3_600_000):
-        self.name = class_name
         cls = getattr(nb, class_name)
-        processor = cls(timeout_ms=timeout_ms, retire_after_ms=retire_after_ms)
-        assert isinstance(processor, StatefulProcessor), (
-            f"{class_name} should be a StatefulProcessor subclass; {class_name}() is a "
-            f"{type(processor).__name__}.")
-        self.tester = TwsTester(processor, timeMode="ProcessingTime", outputMode="Append")
-        self.now = 0
-
-    def at(self, ms: int) -> list[tuple]:
-        """Move the clock to ``ms``; return what the timers that fired emitted."""
-        assert ms > self.now, "a check's clock must move forward (a course bug)"
-        self.now = ms
-        return self._rows(lambda: self.tester.setProcessingTime(ms), "handleExpiredTimer")
+        super().__init__(cls(timeout_ms=timeout_ms, retire_after_ms=retire_after_ms), class_name)
 
     def beat(self, machine: str = "m1", count: int = 1) -> list[tuple]:
         """One micro-batch at the current time with ``count`` heartbeats of ``machine``."""
-        rows = [Row(machine_name=machine, machine_time=datetime(2026, 11, 22, tzinfo=timezone.utc))
-                for _ in range(count)]
-        return self._rows(lambda: self.tester.test(machine, rows), "handleInputRows")
-
-    def _rows(self, call, method: str) -> list[tuple]:
-        try:
-            out = call()
-        except TypeError as error:
-            if "NoneType" in str(error) and "iter" in str(error):
-                raise NothingReturned(
-                    f"{self.name}.{method} returned None. It should return an iterator of Row "
-                    "objects: yield status_row(...) when the status changes (a method that "
-                    "yields nothing is fine: it returns an empty generator).") from None
-            raise
-        summary = []
-        for row in out:
-            assert isinstance(row, Row), (
-                f"{self.name}.{method} should emit Row objects (use status_row(...)); it emitted "
-                f"a {type(row).__name__}: {row!r}.")
-            fields = list(row.asDict().keys())
-            assert fields == FIELDS, (
-                f"{self.name}.{method} emitted a row with the fields {fields}; STATUS_SCHEMA has "
-                f"{FIELDS}, in that order. Build rows with status_row(...).")
-            when = _ms(row.last_status_change_time)
-            assert when is not None, (
-                f"last_status_change_time should be a datetime; {self.name}.{method} emitted "
-                f"{row.last_status_change_time!r}. status_row(...) converts milliseconds for you.")
-            summary.append((row.machine_name, row.status, row.previous_status, when))
-        return summary
-
-    def has_state(self, machine: str) -> bool:
-        handle = self.tester.handle
-        return (any(state.state.get(machine) is not None for state in handle.value_states.values())
-                or any(state.state.get(machine) for state in handle.list_states.values())
-                or any(state.state.get(machine) for state in handle.map_states.values()))
-
-    def timers(self, machine: str) -> list[int]:
-        return list(self.tester.handle._timers.listTimers(machine))
+        return self.batch(machine, [Row(machine_name=machine, machine_time=HEARTBEAT_TIME)] * count)
 
 
 def _describe(rows: list[tuple]) -> str:
@@ -391,70 +330,13 @@ def test_a_beating_machine_is_never_retired(nb):
 
 # --- 4.3 · the cost of a heartbeat --------------------------------------------------------
 
-_STATE_CALLS = ("get", "exists", "update", "clear", "getValue", "containsKey", "updateValue",
-                "iterator", "keys", "values", "removeKey", "put", "appendValue", "appendList")
-_HANDLE_CALLS = ("registerTimer", "deleteTimer", "listTimers", "deleteIfExists")
-
-
-class Meter:
-    """Counts the state calls a processor makes through TwsTester's handle and state."""
-
-    def __init__(self, story: Story):
-        self.calls: Counter = Counter()
-        self._depth = 0
-        handle = story.tester.handle
-        self._wrap(handle, _HANDLE_CALLS)
-        for name in ("getValueState", "getListState", "getMapState"):
-            self._wrap_factory(handle, name)
-        for group in (handle.value_states, handle.list_states, handle.map_states):
-            for state in group.values():
-                self._wrap(state, _STATE_CALLS)
-
-    def _count(self, name, method):
-        def counted(*args, **kwargs):
-            if self._depth == 0:
-                self.calls[name] += 1
-            self._depth += 1
-            try:
-                return method(*args, **kwargs)
-            finally:
-                self._depth -= 1
-        return counted
-
-    def _wrap(self, obj, names):
-        for name in names:
-            method = getattr(obj, name, None)
-            if method is not None and not getattr(method, "_metered", False):
-                counted = self._count(name, method)
-                counted._metered = True
-                setattr(obj, name, counted)
-
-    def _wrap_factory(self, handle, name):
-        factory = getattr(handle, name)
-
-        def wrapped(*args, **kwargs):
-            self.calls[name] += 1
-            state = factory(*args, **kwargs)
-            self._wrap(state, _STATE_CALLS)
-            return state
-        setattr(handle, name, wrapped)
-
-    def take(self) -> Counter:
-        calls, self.calls = self.calls, Counter()
-        return calls
-
-
-def _listing(calls: Counter) -> str:
-    return ", ".join(f"{name} x{n}" for name, n in sorted(calls.items())) or "none"
-
-
 def _steady_machine(nb) -> tuple[Story, Meter]:
     story = Story(nb, "LeanHeartbeatProcessor")
     story.at(1_000)
     story.beat("m1")
     story.at(2_000)
     story.beat("m1")
-    return story, Meter(story)
+    return story, Meter(story.tester)
 
 
 @exercise("4.3")
@@ -468,7 +350,7 @@ def test_at_most_two_state_calls_per_steady_heartbeat(nb):
         assert sum(calls.values()) <= 2, (
             f"A heartbeat of an already Healthy machine should cost at most 2 state calls (one "
             f"get, one update); LeanHeartbeatProcessor made {sum(calls.values())} at {t} ms: "
-            f"{_listing(calls)}. get() returns None for a new machine, so exists() is not "
+            f"{Meter.listing(calls)}. get() returns None for a new machine, so exists() is not "
             f"needed, and the timer can stay as it is.")
 
 
@@ -498,60 +380,11 @@ def test_timers_fire_once_per_timeout_not_per_heartbeat(nb):
     assert per_beat <= 3, (
         f"Over {beats} s of steady heartbeats (one a second, timeout 5 s), LeanHeartbeatProcessor "
         f"made {sum(calls.values())} state calls, {per_beat:.1f} per heartbeat counting its timers "
-        f"({_listing(calls)}); expected about 2.5: get and update per heartbeat, plus one timer "
+        f"({Meter.listing(calls)}); expected about 2.5: get and update per heartbeat, plus one timer "
         f"firing (get, registerTimer) per timeout period.")
 
 
 # --- 4.4 · the streaming query ----------------------------------------------------------
-
-MACHINE_STATE = "status STRING, last_seen_ms LONG"
-
-
-class ReferenceProcessor(StatefulProcessor):
-    """The course's processor, so that exercise 4.4 is graded on the query alone."""
-
-    def __init__(self, timeout_ms: int, retire_after_ms: int):
-        self.timeout_ms = timeout_ms
-        self.retire_after_ms = retire_after_ms
-
-    def init(self, handle):
-        self.handle = handle
-        self.machine = handle.getValueState("machine", MACHINE_STATE)
-
-    def _row(self, key, status, previous, now):
-        return Row(machine_name=key[0], status=status, previous_status=previous,
-                   last_status_change_time=datetime.fromtimestamp(now / 1000, tz=timezone.utc))
-
-    def handleInputRows(self, key, rows, timerValues):
-        now = timerValues.getCurrentProcessingTimeInMs()
-        saved = self.machine.get()
-        status = saved[0] if saved else None
-        if saved is None:
-            self.handle.registerTimer(now + self.timeout_ms)
-        elif status == UNHEALTHY:
-            self.handle.deleteTimer(saved[1] + self.retire_after_ms)
-            self.handle.registerTimer(now + self.timeout_ms)
-        new = INITIALIZING if saved is None else HEALTHY
-        self.machine.update((new, now))
-        if new != status:
-            yield self._row(key, new, status, now)
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        now = timerValues.getCurrentProcessingTimeInMs()
-        saved = self.machine.get()
-        if saved is None:
-            return
-        status, seen = saved
-        if status == UNHEALTHY:
-            self.machine.clear()
-            return
-        if now < seen + self.timeout_ms:
-            self.handle.registerTimer(seen + self.timeout_ms)
-            return
-        self.machine.update((UNHEALTHY, seen))
-        self.handle.registerTimer(seen + self.retire_after_ms)
-        yield self._row(key, UNHEALTHY, status, now)
-
 
 def _changes(nb, spark, folder):
     from pyspark.sql import DataFrame
@@ -559,7 +392,7 @@ def _changes(nb, spark, folder):
     heartbeats = spark.readStream.schema(nb.HEARTBEAT_SCHEMA).json(str(folder))
     # timeout_ms=1: every timer is due by the next micro-batch, so timeouts show up in the
     # next run without waiting for any clock.
-    df = nb.status_changes(heartbeats, ReferenceProcessor(timeout_ms=1, retire_after_ms=3_600_000))
+    df = nb.status_changes(heartbeats, ReferenceHeartbeatProcessor(timeout_ms=1, retire_after_ms=3_600_000))
     assert isinstance(df, DataFrame), (
         f"status_changes() should return the DataFrame that transformWithState gives; it returned "
         f"{type(df).__name__}. Return it without calling writeStream or start().")

@@ -24,8 +24,9 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.grading import exercise
+from streamlab.grading.tws import ReferenceHeartbeatProcessor
 
-# Spark's Python workers cannot import this file: send the reference processor by value.
+# Spark's Python workers cannot import this file: what it defines goes to them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
@@ -515,56 +516,10 @@ STATUS_SCHEMA = ("machine_name STRING, status STRING, previous_status STRING, "
                  "last_status_change_time TIMESTAMP")
 
 
-class ReferenceProcessor(StatefulProcessor):
-    """Lab 04's LeanHeartbeatProcessor, so that 5.3 and 5.4 are graded on lab 05's code alone."""
-
-    def __init__(self, timeout_ms: int, retire_after_ms: int = 3_600_000):
-        self.timeout_ms = timeout_ms
-        self.retire_after_ms = retire_after_ms
-
-    def init(self, handle):
-        self.handle = handle
-        self.machine = handle.getValueState("machine", "status STRING, last_seen_ms LONG")
-
-    def _row(self, key, status, previous, now):
-        return Row(machine_name=key[0], status=status, previous_status=previous,
-                   last_status_change_time=datetime.fromtimestamp(now / 1000, tz=timezone.utc))
-
-    def handleInputRows(self, key, rows, timerValues):
-        now = timerValues.getCurrentProcessingTimeInMs()
-        saved = self.machine.get()
-        status = saved[0] if saved else None
-        if saved is None:
-            self.handle.registerTimer(now + self.timeout_ms)
-        elif status == UNHEALTHY:
-            self.handle.deleteTimer(saved[1] + self.retire_after_ms)
-            self.handle.registerTimer(now + self.timeout_ms)
-        new = INITIALIZING if saved is None else HEALTHY
-        self.machine.update((new, now))
-        if new != status:
-            yield self._row(key, new, status, now)
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        now = timerValues.getCurrentProcessingTimeInMs()
-        saved = self.machine.get()
-        if saved is None:
-            return
-        status, seen = saved
-        if status == UNHEALTHY:
-            self.machine.clear()
-            return
-        if now < seen + self.timeout_ms:
-            self.handle.registerTimer(seen + self.timeout_ms)
-            return
-        self.machine.update((UNHEALTHY, seen))
-        self.handle.registerTimer(seen + self.retire_after_ms)
-        yield self._row(key, UNHEALTHY, status, now)
-
-
 def _reference_changes(spark, folder: Path, timeout_ms: int):
     heartbeats = spark.readStream.schema(LAB04_SCHEMA).json(str(folder))
     return heartbeats.groupBy("machine_name").transformWithState(
-        ReferenceProcessor(timeout_ms), STATUS_SCHEMA, "Append", "ProcessingTime")
+        ReferenceHeartbeatProcessor(timeout_ms), STATUS_SCHEMA, "Append", "ProcessingTime")
 
 
 def _run_to_parquet(spark, changes, checkpoint: Path, output: Path, **options) -> None:

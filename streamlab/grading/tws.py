@@ -1,0 +1,216 @@
+"""What the heartbeat checks share: the course's reference processor and a state-call meter.
+
+- :class:`ReferenceHeartbeatProcessor` is lab 04's ``LeanHeartbeatProcessor``, so that a check
+  of a later exercise (a query, a sink, a bucketed processor) is graded on that exercise alone,
+  never on the learner's lab 04.
+- :class:`Meter` counts the state calls a processor makes under ``TwsTester``: every call of a
+  Python processor is a round trip to the JVM, and the cost exercises grade the count.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timezone
+
+from pyspark.sql import Row
+from pyspark.sql.streaming import StatefulProcessor
+
+INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
+STATUS_SCHEMA = ("machine_name STRING, status STRING, previous_status STRING, "
+                 "last_status_change_time TIMESTAMP")
+MACHINE_STATE = "status STRING, last_seen_ms LONG"
+
+_STATE_CALLS = ("get", "exists", "update", "clear", "getValue", "containsKey", "updateValue",
+                "iterator", "keys", "values", "removeKey", "put", "appendValue", "appendList")
+_HANDLE_CALLS = ("registerTimer", "deleteTimer", "listTimers", "deleteIfExists")
+
+
+class NothingReturned(AssertionError):
+    """A handler returned None instead of an iterator of rows."""
+
+
+def epoch_ms(value) -> int | None:
+    """Milliseconds since the epoch of a datetime (naive means UTC); None for anything else."""
+    if not isinstance(value, datetime):
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return round(value.timestamp() * 1000)
+
+
+class ReferenceHeartbeatProcessor(StatefulProcessor):
+    """Lab 04's LeanHeartbeatProcessor: one key per machine, two state calls per heartbeat."""
+
+    def __init__(self, timeout_ms: int, retire_after_ms: int = 3_600_000):
+        self.timeout_ms = timeout_ms
+        self.retire_after_ms = retire_after_ms
+
+    def init(self, handle):
+        self.handle = handle
+        self.machine = handle.getValueState("machine", MACHINE_STATE)
+
+    def _row(self, key, status, previous, now):
+        return Row(machine_name=key[0], status=status, previous_status=previous,
+                   last_status_change_time=datetime.fromtimestamp(now / 1000, tz=timezone.utc))
+
+    def handleInputRows(self, key, rows, timerValues):
+        now = timerValues.getCurrentProcessingTimeInMs()
+        saved = self.machine.get()
+        status = saved[0] if saved else None
+        if saved is None:
+            self.handle.registerTimer(now + self.timeout_ms)
+        elif status == UNHEALTHY:
+            self.handle.deleteTimer(saved[1] + self.retire_after_ms)
+            self.handle.registerTimer(now + self.timeout_ms)
+        new = INITIALIZING if saved is None else HEALTHY
+        self.machine.update((new, now))
+        if new != status:
+            yield self._row(key, new, status, now)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        now = timerValues.getCurrentProcessingTimeInMs()
+        saved = self.machine.get()
+        if saved is None:
+            return
+        status, seen = saved
+        if status == UNHEALTHY:
+            self.machine.clear()
+            return
+        if now < seen + self.timeout_ms:
+            self.handle.registerTimer(seen + self.timeout_ms)
+            return
+        self.machine.update((UNHEALTHY, seen))
+        self.handle.registerTimer(seen + self.retire_after_ms)
+        yield self._row(key, UNHEALTHY, status, now)
+
+
+class Meter:
+    """Counts the state calls a processor makes through a ``TwsTester``'s handle and states.
+
+    A call made from inside another counted call (TwsTester's own plumbing) is not counted
+    again. :meth:`take` returns the counts so far and starts again from zero.
+    """
+
+    def __init__(self, tester):
+        self.calls: Counter = Counter()
+        self._depth = 0
+        handle = tester.handle
+        self._wrap(handle, _HANDLE_CALLS)
+        for name in ("getValueState", "getListState", "getMapState"):
+            self._wrap_factory(handle, name)
+        for group in (handle.value_states, handle.list_states, handle.map_states):
+            for state in group.values():
+                self._wrap(state, _STATE_CALLS)
+
+    def take(self) -> Counter:
+        calls, self.calls = self.calls, Counter()
+        return calls
+
+    @staticmethod
+    def listing(calls: Counter) -> str:
+        """``get x1, update x1``: the calls in a sentence."""
+        return ", ".join(f"{name} x{n}" for name, n in sorted(calls.items())) or "none"
+
+    def _count(self, name, method):
+        def counted(*args, **kwargs):
+            if self._depth == 0:
+                self.calls[name] += 1
+            self._depth += 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._depth -= 1
+        return counted
+
+    def _wrap(self, obj, names):
+        for name in names:
+            method = getattr(obj, name, None)
+            if method is not None and not getattr(method, "_metered", False):
+                counted = self._count(name, method)
+                counted._metered = True
+                setattr(obj, name, counted)
+
+    def _wrap_factory(self, handle, name):
+        factory = getattr(handle, name)
+
+        def wrapped(*args, **kwargs):
+            self.calls[name] += 1
+            state = factory(*args, **kwargs)
+            self._wrap(state, _STATE_CALLS)
+            return state
+        setattr(handle, name, wrapped)
+
+
+STATUS_FIELDS = ["machine_name", "status", "previous_status", "last_status_change_time"]
+
+
+def status_tuples(rows, who: str, method: str) -> list[tuple]:
+    """``(machine, status, previous, ms)`` per row a handler emitted, checked on the way.
+
+    Each row must be a ``Row`` with the status fields in order and a datetime for its time;
+    a check fails with a sentence naming ``who.method`` when one is not.
+    """
+    summary = []
+    for row in rows:
+        assert isinstance(row, Row), (
+            f"{who}.{method} should emit Row objects (use status_row(...)); it emitted a "
+            f"{type(row).__name__}: {row!r}.")
+        fields = list(row.asDict().keys())
+        assert fields == STATUS_FIELDS, (
+            f"{who}.{method} emitted a row with the fields {fields}; STATUS_SCHEMA has "
+            f"{STATUS_FIELDS}, in that order. Build rows with status_row(...).")
+        when = epoch_ms(row.last_status_change_time)
+        assert when is not None, (
+            f"last_status_change_time should be a datetime; {who}.{method} emitted "
+            f"{row.last_status_change_time!r}. status_row(...) converts milliseconds for you.")
+        summary.append((row.machine_name, row.status, row.previous_status, when))
+    return summary
+
+
+class ProcessorStory:
+    """A processor on a ``TwsTester`` with a clock that moves only when the check moves it.
+
+    :meth:`at` moves the clock and returns what the timers emitted; :meth:`batch` runs one
+    micro-batch of a key. Both return :func:`status_tuples`.
+    """
+
+    def __init__(self, processor, name: str):
+        self.name = name
+        assert isinstance(processor, StatefulProcessor), (
+            f"{name} should be a StatefulProcessor subclass; {name}() is a "
+            f"{type(processor).__name__}.")
+        from pyspark.sql.streaming.tws_tester import TwsTester
+
+        self.tester = TwsTester(processor, timeMode="ProcessingTime", outputMode="Append")
+        self.now = 0
+
+    def at(self, ms: int) -> list[tuple]:
+        """Move the clock to ``ms``; return what the timers that fired emitted."""
+        assert ms > self.now, "a check's clock must move forward (a course bug)"
+        self.now = ms
+        return self._rows(lambda: self.tester.setProcessingTime(ms), "handleExpiredTimer")
+
+    def batch(self, key, rows: list) -> list[tuple]:
+        """One micro-batch at the current time: ``rows`` for grouping key ``key``."""
+        return self._rows(lambda: self.tester.test(key, rows), "handleInputRows")
+
+    def _rows(self, call, method: str) -> list[tuple]:
+        try:
+            out = call()
+        except TypeError as error:
+            if "NoneType" in str(error) and "iter" in str(error):
+                raise NothingReturned(
+                    f"{self.name}.{method} returned None. It should return an iterator of Row "
+                    "objects: yield status_row(...) when the status changes (a method that "
+                    "yields nothing is fine: it returns an empty generator).") from None
+            raise
+        return status_tuples(out, self.name, method)
+
+    def has_state(self, key) -> bool:
+        handle = self.tester.handle
+        return (any(s.state.get(key) is not None for s in handle.value_states.values())
+                or any(s.state.get(key) for s in handle.list_states.values())
+                or any(s.state.get(key) for s in handle.map_states.values()))
+
+    def timers(self, key) -> list[int]:
+        return list(self.tester.handle._timers.listTimers(key))
