@@ -4,20 +4,27 @@ Pure checks first: the listener fed with progress reports captured from real que
 in a ``QueryProgressEvent`` exactly as Spark wraps them), the settings, the checkpoint reader
 on a folder the check builds, and the planner on figures given in the check. Then Spark checks
 on generated files with ``trigger(availableNow=True)``, asserting on what is in the checkpoint
-and in the progress reports, never on timings.
+and in the progress reports, never on timings. The bucketed processor of 6.6 is driven by
+``TwsTester`` on a clock the check sets, against lab 04's processor and with its state calls
+counted, then run once as a query on files.
 """
 
 import json
 import math
+import random
 import re
 import time
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
+from pyspark.sql import Row
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import QueryProgressEvent
+from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.grading import exercise
+from streamlab.grading.tws import Meter, ProcessorStory, ReferenceHeartbeatProcessor, status_tuples
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -600,3 +607,452 @@ def test_the_plan_is_a_plan(nb):
         f"worst_latency_ms); it returned {type(plan).__name__}: {plan!r}.")
     assert isinstance(plan.trigger_ms, int) and not isinstance(plan.trigger_ms, bool), (
         f"Plan.trigger_ms should be one of trigger_choices_ms, an int; it is {plan.trigger_ms!r}.")
+
+
+# --- 6.6 · one state value per bucket of machines ---------------------------------------
+
+INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
+
+
+def _strings(value) -> set[str]:
+    """Every string inside a state value, however the processor nests it."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_strings(v) for v in value)) if value else set()
+    return set()
+
+
+class Buckets(ProcessorStory):
+    """BucketedHeartbeatProcessor on a TwsTester: buckets of machines, a clock set by the check."""
+
+    def __init__(self, nb, timeout_ms: int = 5_000, retire_after_ms: int = 3_600_000):
+        super().__init__(nb.BucketedHeartbeatProcessor(timeout_ms=timeout_ms,
+                                                       retire_after_ms=retire_after_ms),
+                         "BucketedHeartbeatProcessor")
+
+    def beat(self, *machines: str, bucket: int = 0) -> list[tuple]:
+        """One micro-batch of ``bucket`` at the current time: one heartbeat per name given."""
+        rows = [Row(machine_name=m, machine_time=datetime(2026, 11, 22, tzinfo=timezone.utc))
+                for m in machines]
+        return sorted(self.batch(bucket, rows), key=lambda r: (r[0], r[3], r[1]))
+
+    def at(self, ms: int) -> list[tuple]:
+        return sorted(super().at(ms), key=lambda r: (r[0], r[3], r[1]))
+
+    def machines(self, bucket: int = 0) -> set[str]:
+        """The machine names the state of ``bucket`` holds."""
+        handle = self.tester.handle
+        found = set()
+        for group in (handle.value_states, handle.list_states, handle.map_states):
+            for state in group.values():
+                found |= _strings(state.state.get(bucket))
+        return found
+
+    def has_state(self, bucket: int = 0) -> bool:
+        return super().has_state(bucket)
+
+    def timers(self, bucket: int = 0) -> list[int]:
+        return super().timers(bucket)
+
+
+def _said(rows: list[tuple]) -> str:
+    if not rows:
+        return "nothing"
+    return "; ".join(f"{m}: {p} -> {s} at {t} ms" for m, s, p, t in rows)
+
+
+@exercise("6.6")
+def test_bucketed_first_heartbeats_are_initializing(nb):
+    fleet = Buckets(nb)
+    fleet.at(1_000)
+    rows = fleet.beat("m1", "m2")
+    expected = [("m1", INITIALIZING, None, 1_000), ("m2", INITIALIZING, None, 1_000)]
+    assert rows == expected, (
+        f"The first heartbeats of two new machines of one bucket, at 1000 ms, should emit "
+        f"{_said(expected)}, one row per machine named after the machine (not the bucket); "
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}.")
+    assert fleet.machines() >= {"m1", "m2"}, (
+        f"After that batch the bucket's state should hold both machines; it holds "
+        f"{sorted(fleet.machines())}.")
+
+
+@exercise("6.6")
+def test_bucketed_heartbeats_in_one_batch_count_once(nb):
+    fleet = Buckets(nb)
+    fleet.at(1_000)
+    rows = fleet.beat("m1", "m2", "m1", "m1", "m2")
+    assert [r[:2] for r in rows] == [("m1", INITIALIZING), ("m2", INITIALIZING)], (
+        f"Three heartbeats of m1 and two of m2 in one micro-batch are one piece of news per "
+        f"machine: one Initializing row each. BucketedHeartbeatProcessor emitted {_said(rows)}.")
+    fleet.at(2_000)
+    rows = fleet.beat("m2", "m1", "m2", "m1", "m1")
+    expected = [("m1", HEALTHY, INITIALIZING, 2_000), ("m2", HEALTHY, INITIALIZING, 2_000)]
+    assert rows == expected, (
+        f"The same heartbeats in the next micro-batch should emit {_said(expected)}; "
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}.")
+    fleet.at(3_000)
+    rows = fleet.beat("m1", "m2", "m1")
+    assert rows == [], (
+        f"Healthy machines that send more heartbeats have not changed: emit nothing. At 3000 ms "
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}.")
+
+
+@exercise("6.6")
+def test_bucketed_machines_are_independent(nb):
+    fleet = Buckets(nb)
+    emitted = []
+    for t in range(1_000, 12_000, 1_000):
+        emitted += fleet.at(t)
+        emitted += fleet.beat(*(["m1", "m2"] if t <= 2_000 else ["m1"]), bucket=0)
+        emitted += fleet.beat("m3", bucket=1)
+    m1 = [r[1:] for r in emitted if r[0] == "m1"]
+    m2 = [r[1:] for r in emitted if r[0] == "m2"]
+    m3 = [r[1] for r in emitted if r[0] == "m3"]
+    assert m1 == [(INITIALIZING, None, 1_000), (HEALTHY, INITIALIZING, 2_000)], (
+        f"m1 beats every second and should only go Initializing, then Healthy at 2000 ms; "
+        f"BucketedHeartbeatProcessor emitted {_said([('m1', *r) for r in m1])} for it. Its "
+        f"bucket-mate m2 going silent must not change m1.")
+    assert m2 == [(INITIALIZING, None, 1_000), (HEALTHY, INITIALIZING, 2_000),
+                  (UNHEALTHY, HEALTHY, 7_000)], (
+        f"m2 beat at 1000 and 2000 ms only, in the same bucket as m1, which kept beating: m2 "
+        f"should turn Unhealthy at 7000 ms, once. BucketedHeartbeatProcessor emitted "
+        f"{_said([('m2', *r) for r in m2])} for it.")
+    assert m3 == [INITIALIZING, HEALTHY], (
+        f"m3, alone in another bucket and beating every second, should only go Initializing, "
+        f"Healthy; BucketedHeartbeatProcessor emitted {m3} for it.")
+
+
+@exercise("6.6")
+def test_bucketed_silence_turns_each_machine_unhealthy_once(nb):
+    fleet = Buckets(nb)
+    fleet.at(1_000)
+    fleet.beat("m1", "m2")
+    fleet.at(2_000)
+    fleet.beat("m1", "m2")
+    fleet.at(4_000)
+    fleet.beat("m2")
+    early = fleet.at(6_999)
+    assert early == [], (
+        f"At 6999 ms m1 has been silent for 4999 ms, less than the 5000 ms timeout: emit nothing "
+        f"yet. BucketedHeartbeatProcessor emitted {_said(early)}.")
+    rows = fleet.at(7_000)
+    assert rows == [("m1", UNHEALTHY, HEALTHY, 7_000)], (
+        f"At 7000 ms m1 has been silent for 5000 ms: emit m1: Healthy -> Unhealthy at 7000 ms, "
+        f"and nothing for m2, seen at 4000 ms. BucketedHeartbeatProcessor emitted {_said(rows)}.")
+    rows = fleet.at(8_999)
+    assert rows == [], (
+        f"At 8999 ms m2 has been silent for 4999 ms and m1 is already Unhealthy: emit nothing. "
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}.")
+    rows = fleet.at(9_000)
+    assert rows == [("m2", UNHEALTHY, HEALTHY, 9_000)], (
+        f"At 9000 ms m2 has been silent for 5000 ms: emit m2: Healthy -> Unhealthy at 9000 ms. "
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}. After a timer fires, register the "
+        f"next one at the earliest deadline of the machines left.")
+    later = []
+    for t in range(10_000, 40_000, 1_000):
+        later += fleet.at(t)
+    assert later == [], (
+        f"An Unhealthy machine that stays silent is reported once; from 10 s to 40 s "
+        f"BucketedHeartbeatProcessor emitted {_said(later)}.")
+
+
+@exercise("6.6")
+def test_bucketed_unhealthy_is_stamped_when_the_timer_fires(nb):
+    fleet = Buckets(nb)
+    fleet.at(1_000)
+    fleet.beat("m1", "m2")
+    fleet.at(2_000)
+    fleet.beat("m1")
+    rows = fleet.at(9_500)
+    expected = [("m1", UNHEALTHY, HEALTHY, 9_500), ("m2", UNHEALTHY, INITIALIZING, 9_500)]
+    assert rows == expected, (
+        f"No micro-batch ran between 2000 and 9500 ms: at 9500 ms both machines are overdue and "
+        f"turn Unhealthy, stamped with the time the timer fired, as lab 04's processor does: "
+        f"{_said(expected)}. BucketedHeartbeatProcessor emitted {_said(rows)}.")
+
+
+def _all_unhealthy(nb, retire_after_ms: int = 3_600_000) -> Buckets:
+    fleet = Buckets(nb, retire_after_ms=retire_after_ms)
+    fleet.at(1_000)
+    fleet.beat("m1", "m2")
+    fleet.at(2_000)
+    fleet.beat("m1", "m2")
+    fleet.at(7_000)  # both Unhealthy: the bucket's timer is now a retirement
+    return fleet
+
+
+@exercise("6.6")
+def test_bucketed_recovery_arms_an_earlier_timer(nb):
+    fleet = _all_unhealthy(nb)
+    fleet.at(10_000)
+    rows = fleet.beat("m2")
+    expected = [("m2", HEALTHY, UNHEALTHY, 10_000)]
+    assert rows == expected, (
+        f"An Unhealthy machine that sends a heartbeat recovers: {_said(expected)}. "
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}.")
+    early = fleet.at(14_999)
+    rows = fleet.at(15_000)
+    assert early + rows == [("m2", UNHEALTHY, HEALTHY, 15_000)], (
+        f"m2 recovered at 10000 ms in a bucket whose machines were all Unhealthy, then went "
+        f"silent: it should turn Unhealthy again at 15000 ms; BucketedHeartbeatProcessor emitted "
+        f"{_said(early + rows)}. The bucket's only timer was a retirement an hour away: when a "
+        f"machine's new deadline is earlier than the armed timer, register one at that deadline.")
+
+
+@exercise("6.6")
+def test_bucketed_newcomer_in_a_quiet_bucket_times_out(nb):
+    fleet = _all_unhealthy(nb)
+    fleet.at(10_000)
+    rows = fleet.beat("m3")
+    assert rows == [("m3", INITIALIZING, None, 10_000)], (
+        f"A new machine in a bucket that already holds others is Initializing: "
+        f"m3: None -> Initializing at 10000 ms. BucketedHeartbeatProcessor emitted {_said(rows)}.")
+    rows = fleet.at(15_000)
+    assert rows == [("m3", UNHEALTHY, INITIALIZING, 15_000)], (
+        f"m3 joined a bucket whose machines were all Unhealthy and never beat again: it should "
+        f"turn Unhealthy at 15000 ms; BucketedHeartbeatProcessor emitted {_said(rows)}. Register "
+        f"a timer when a new machine's deadline is earlier than the bucket's armed timer.")
+
+
+@exercise("6.6")
+def test_bucketed_retirement_is_silent_and_clears_the_bucket(nb):
+    fleet = Buckets(nb, retire_after_ms=30_000)
+    fleet.at(1_000)
+    fleet.beat("m1", "m2")
+    fleet.at(2_000)
+    fleet.beat("m1", "m2")
+    fleet.at(5_000)
+    fleet.beat("m2")
+    fleet.at(7_000)   # m1 Unhealthy
+    fleet.at(10_000)  # m2 Unhealthy
+    rows = fleet.at(31_999)
+    assert {"m1", "m2"} <= fleet.machines(), (
+        f"At 31999 ms m1 has been silent for 29999 ms, less than retire_after_ms (30000): both "
+        f"machines should still be in the bucket's state; it holds {sorted(fleet.machines())}.")
+    rows += fleet.at(32_000)
+    assert "m1" not in fleet.machines() and "m2" in fleet.machines(), (
+        f"At 32000 ms, 30000 ms after its last heartbeat, m1 should be gone from the bucket and "
+        f"m2 (last seen at 5000 ms) still in it; the bucket holds {sorted(fleet.machines())}.")
+    rows += fleet.at(34_999)
+    assert "m2" in fleet.machines(), (
+        f"At 34999 ms m2 has been silent for 29999 ms: it should still be in the bucket; the "
+        f"bucket holds {sorted(fleet.machines())}.")
+    rows += fleet.at(35_000)
+    assert rows == [], (
+        f"Retiring a machine is silent: no output row. BucketedHeartbeatProcessor emitted "
+        f"{_said(rows)} while retiring m1 and m2.")
+    assert not fleet.has_state(), (
+        f"At 35000 ms the bucket's last machine retired: clear() the bucket's state. It still "
+        f"holds {sorted(fleet.machines()) or 'a value'}.")
+    assert fleet.timers() == [], (
+        f"A bucket whose machines all retired should leave no timer behind; it still has timers "
+        f"at {fleet.timers()} ms. Register a timer only for the machines that are left.")
+
+
+@exercise("6.6")
+def test_bucketed_retired_machine_starts_over(nb):
+    fleet = _all_unhealthy(nb, retire_after_ms=30_000)
+    fleet.at(32_000)
+    fleet.at(40_000)
+    rows = fleet.beat("m1")
+    expected = [("m1", INITIALIZING, None, 40_000)]
+    assert rows == expected, (
+        f"A retired machine that comes back is new again: {_said(expected)}. "
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}.")
+
+
+@exercise("6.6")
+def test_bucketed_retirement_counts_from_the_last_heartbeat(nb):
+    fleet = _all_unhealthy(nb, retire_after_ms=30_000)
+    fleet.at(20_000)
+    fleet.beat("m1")          # recovery
+    fleet.at(25_000)          # Unhealthy again
+    fleet.at(32_000)          # m2 retires; m1 must not
+    assert "m1" in fleet.machines() and "m2" not in fleet.machines(), (
+        f"m1 recovered at 20000 ms and went silent again, so it retires 30000 ms after that "
+        f"heartbeat, at 50000 ms; m2, silent since 2000 ms, retires at 32000 ms. At 32000 ms the "
+        f"bucket should hold m1 only; it holds {sorted(fleet.machines())}.")
+    rows = fleet.at(50_000)
+    assert rows == [] and not fleet.has_state(), (
+        f"At 50000 ms m1 should be retired without output and the bucket cleared; "
+        f"BucketedHeartbeatProcessor emitted {_said(rows)} and the bucket "
+        f"{'still holds ' + str(sorted(fleet.machines())) if fleet.has_state() else 'is empty'}.")
+
+
+# --- 6.6 · the same story as lab 04's processor -----------------------------------------
+
+@exercise("6.6")
+def test_bucketed_tells_the_same_story_as_lab_04(nb):
+    # Twelve machines in three buckets for five minutes: they come, go silent, recover and
+    # retire at random (a fixed seed), with batches 0.5 to 7 s apart.
+    timeout_ms, retire_after_ms = 5_000, 20_000
+    rng = random.Random(606)
+    machines = [f"m{i:02d}" for i in range(12)]
+    bucket_of = {m: i % 3 for i, m in enumerate(machines)}
+    talking = {m: rng.random() < 0.6 for m in machines}
+    reference = TwsTester(ReferenceHeartbeatProcessor(timeout_ms, retire_after_ms), timeMode="ProcessingTime")
+    fleet = Buckets(nb, timeout_ms=timeout_ms, retire_after_ms=retire_after_ms)
+    history, now = [], 0
+    while now < 300_000:
+        now += rng.choice([500, 1_000, 1_000, 1_000, 2_000, 3_000, 7_000])
+        want = sorted(status_tuples(reference.setProcessingTime(now), "LeanHeartbeatProcessor", "handleExpiredTimer"), key=lambda r: (r[0], r[3], r[1]))
+        got = fleet.at(now)
+        step = f"the timers due at {now} ms"
+        assert got == want, (
+            f"BucketedHeartbeatProcessor should emit what lab 04's processor emits for the same "
+            f"heartbeats. After {'; '.join(history[-4:]) or 'the start'}, {step}: lab 04 emits "
+            f"{_said(want)}; yours emitted {_said(got)}.")
+        for m in machines:
+            if rng.random() < 0.08:
+                talking[m] = not talking[m]
+        beating = [m for m in machines if talking[m] and rng.random() < 0.9]
+        want, got = [], []
+        for m in beating:
+            want += reference.test(m, [Row(machine_name=m, machine_time=None)] * rng.choice([1, 1, 2]))
+        for bucket in range(3):
+            names = [m for m in beating if bucket_of[m] == bucket for _ in range(rng.choice([1, 2]))]
+            rng.shuffle(names)
+            if names:
+                got += fleet.beat(*names, bucket=bucket)
+        want = sorted(status_tuples(want, "LeanHeartbeatProcessor", "handleInputRows"), key=lambda r: (r[0], r[3], r[1]))
+        got = sorted(got, key=lambda r: (r[0], r[3], r[1]))
+        step = f"heartbeats of {', '.join(beating) or 'no machine'} at {now} ms"
+        assert got == want, (
+            f"BucketedHeartbeatProcessor should emit what lab 04's processor emits for the same "
+            f"heartbeats. After {'; '.join(history[-4:]) or 'the start'}, {step}: lab 04 emits "
+            f"{_said(want)}; yours emitted {_said(got)}.")
+        history.append(step)
+
+
+# --- 6.6 · the cost of a batch ------------------------------------------------------------
+
+FOUR = ("m1", "m2", "m3", "m4")
+
+
+def _steady_bucket(nb) -> tuple[Buckets, Meter]:
+    fleet = Buckets(nb)
+    fleet.at(1_000)
+    fleet.beat(*FOUR)
+    fleet.at(2_000)
+    fleet.beat(*FOUR)
+    return fleet, Meter(fleet.tester)
+
+
+@exercise("6.6")
+def test_bucketed_steady_batch_costs_two_state_calls(nb):
+    fleet, meter = _steady_bucket(nb)
+    for t in range(3_000, 13_000, 1_000):
+        fleet.at(t)
+        meter.take()
+        fleet.beat("m3", "m1", "m4", "m2", "m1")
+        calls = meter.take()
+        assert sum(calls.values()) == 2 and calls["get"] == 1 and calls["update"] == 1, (
+            f"A batch of a bucket whose four machines are all Healthy and beating should cost "
+            f"exactly 2 state calls, one get and one update, however many machines the bucket "
+            f"holds; BucketedHeartbeatProcessor made {sum(calls.values())} at {t} ms: "
+            f"{Meter.listing(calls)}. The armed timer is already earlier than now + timeout_ms: leave it.")
+
+
+@exercise("6.6")
+def test_bucketed_one_timer_per_bucket(nb):
+    fleet, meter = _steady_bucket(nb)
+    for t in range(3_000, 63_000, 1_000):
+        meter.take()
+        fleet.at(t)
+        calls = meter.take()
+        assert sum(calls.values()) <= 3, (
+            f"A bucket's timer firing should cost at most 3 state calls (get, one registerTimer "
+            f"at the earliest next deadline, update); at {t} ms BucketedHeartbeatProcessor made "
+            f"{sum(calls.values())}: {Meter.listing(calls)}.")
+        fleet.beat(*FOUR)
+        timers = fleet.timers()
+        assert len(timers) == 1, (
+            f"A bucket of live machines needs exactly one pending timer, whatever its size; at "
+            f"{t} ms the bucket has {len(timers)}: {timers}. Register one when a batch's deadline "
+            f"is earlier than the armed timer, and one when the armed timer fires.")
+
+
+# --- 6.6 · the streaming query ------------------------------------------------------------
+
+def _bucketed_changes(nb, spark, folder: Path):
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+    schema = StructType([StructField("machine_name", StringType()),
+                         StructField("machine_time", TimestampType())])
+    heartbeats = spark.readStream.schema(schema).json(str(folder))
+    # timeout_ms=1: every timer is due by the next run's batch, so timeouts show up without
+    # waiting for any clock.
+    df = nb.bucketed_status_changes(heartbeats, nb.BucketedHeartbeatProcessor(timeout_ms=1),
+                                    buckets=2)
+    assert isinstance(df, DataFrame), (
+        f"bucketed_status_changes() should return the DataFrame that transformWithState gives; "
+        f"it returned {type(df).__name__}. Return it without calling writeStream or start().")
+    assert df.isStreaming, "bucketed_status_changes() returned a batch DataFrame; it should be streaming."
+    got = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+    expected = [(f.name, f.dataType.simpleString()) for f in nb.STATUS_SCHEMA.fields]
+    assert got == expected, (
+        f"The query's rows should be lab 04's, STATUS_SCHEMA: {expected}; they are {got}. Pass "
+        f"STATUS_SCHEMA as outputStructType: the bucket stays inside the query.")
+    return df
+
+
+def _bucketed_run(nb, spark, incoming: Path, output: Path, checkpoint) -> tuple[list, object]:
+    writer = (_bucketed_changes(nb, spark, incoming).writeStream.format("parquet")
+              .option("path", str(output)).option("checkpointLocation", str(checkpoint))
+              .trigger(availableNow=True))
+    # Processing-time timers make Spark run a batch every trigger even without data, so an
+    # availableNow query would never end; without no-data batches it ends once input is done.
+    with _settings(spark, {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
+        query = writer.start()
+    try:
+        query.awaitTermination()
+    except Exception as error:
+        raise AssertionError(
+            f"The query failed: {_cause(error)}. Check the arguments of transformWithState: "
+            f"STATUS_SCHEMA, \"Append\" and \"ProcessingTime\".") from None
+    rows = [(r.machine_name, r.status, r.previous_status, r.last_status_change_time)
+            for r in spark.read.parquet(str(output)).collect()]
+    return rows, query
+
+
+@exercise("6.6", timeout=180)
+def test_bucketed_query_runs_on_rocksdb(nb, spark, tmp_path, checkpoint_dir):
+    incoming, output = tmp_path / "incoming", tmp_path / "output"
+    machines = ["m1", "m2", "m3", "m4", "m5", "m6"]
+
+    _heartbeats(incoming, "a", machines + ["m1", "m2", "m1"])
+    first, query = _bucketed_run(nb, spark, incoming, output, checkpoint_dir)
+    got = sorted(r[:3] for r in first)
+    expected = [(m, INITIALIZING, None) for m in machines]
+    assert got == expected, (
+        f"The first run (six machines, m1 three times, m2 twice, in 2 buckets) should emit one "
+        f"Initializing row per machine, named after the machine, as lab 04's query does: "
+        f"{expected}; the query wrote {got}.")
+    assert all(isinstance(r[3], datetime) for r in first), (
+        "last_status_change_time should be a timestamp in every row.")
+    keys = query.lastProgress.stateOperators[0].numRowsTotal
+    assert keys <= 2, (
+        f"Six machines in 2 buckets should leave at most 2 values in the state store, one per "
+        f"bucket; it holds {keys}. Group by the bucket column, "
+        f"F.pmod(F.hash(\"machine_name\"), F.lit(buckets)), not by machine_name.")
+
+    _heartbeats(incoming, "b", ["m1", "m1"])
+    second, _ = _bucketed_run(nb, spark, incoming, output, checkpoint_dir)
+    got = sorted(r[:3] for r in set(second) - set(first))
+    expected = [("m1", HEALTHY, INITIALIZING)] + [(m, UNHEALTHY, INITIALIZING) for m in machines[1:]]
+    assert got == expected, (
+        f"The second run on the same checkpoint, with a timeout of 1 ms and only m1 beating, "
+        f"should add m1's Initializing -> Healthy and an Unhealthy row for each of the five "
+        f"others: {expected}; it added {got}. The state and the timers must survive between runs.")
+
+    _heartbeats(incoming, "c", ["m2"])
+    third, _ = _bucketed_run(nb, spark, incoming, output, checkpoint_dir)
+    got = sorted(r[:3] for r in set(third) - set(second))
+    expected = [("m1", UNHEALTHY, HEALTHY), ("m2", HEALTHY, UNHEALTHY)]
+    assert got == expected, (
+        f"The third run, only m2 beating, should add m2's recovery and m1's timeout: "
+        f"{expected}; it added {got}.")
