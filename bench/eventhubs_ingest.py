@@ -15,26 +15,19 @@ Writes ``build/bench/eventhubs_ingest.json``.
 from __future__ import annotations
 
 import argparse
-import json
-import logging
-import os
-import platform
-import statistics
 import sys
 import tempfile
 import time
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _common as bench  # noqa: E402
 from azure.eventhub import EventData, EventHubProducerClient  # noqa: E402
 
 from streamlab.fleet import Fleet, heartbeat  # noqa: E402
 from streamlab.hub import Hub  # noqa: E402
-from streamlab.session import spark_session  # noqa: E402
 
 
 def _send(connection_string: str, count: int) -> float:
@@ -95,14 +88,11 @@ def _latency(spark, connection_string: str, producers: int, seconds: float) -> d
     durations = [p["durationMs"]["triggerExecution"] for p in query.recentProgress
                  if p["numInputRows"]]
     steady = delays[len(delays) // 5:]  # skip the warm-up
-    steady.sort()
     return {
         "producers": producers, "seconds": seconds, "events": len(delays),
-        "enqueue_to_batch_end_ms": {
-            "p50": round(steady[len(steady) // 2] * 1000),
-            "p99": round(steady[int(len(steady) * 0.99)] * 1000)},
-        "batch_duration_ms": {"median": round(statistics.median(durations)),
-                              "max": max(durations)},
+        "enqueue_to_batch_end_ms": {"p50": round(bench.percentile(steady, 50) * 1000),
+                                    "p99": round(bench.percentile(steady, 99) * 1000)},
+        "batch_duration_ms": {"median": round(bench.median(durations)), "max": max(durations)},
     }
 
 
@@ -112,33 +102,42 @@ def main() -> None:
     parser.add_argument("--producers", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=30)
     args = parser.parse_args()
-    logging.getLogger("azure").setLevel(logging.ERROR)
-    spark = spark_session("local[2]")
-    results: dict = {}
+    spark = bench.spark()
     with Hub(port=0) as hub:
         sent = _send(hub.connection_string, args.events)
-        results["send"] = {"events": args.events, "events_per_second": round(args.events / sent)}
-        results["read"] = [_read_all(spark, hub.connection_string, args.events, None),
-                           _read_all(spark, hub.connection_string, args.events, 10_000)]
+        send = {"events": args.events, "events_per_second": round(args.events / sent)}
+        reads = [_read_all(spark, hub.connection_string, args.events, None),
+                 _read_all(spark, hub.connection_string, args.events, 10_000)]
     with Hub(port=0) as hub:
-        results["latency"] = _latency(spark, hub.connection_string, args.producers, args.seconds)
-    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "pyspark": metadata.version("pyspark"),
-                          "azure-eventhub": metadata.version("azure-eventhub")}
-    out = ROOT / "build" / "bench" / "eventhubs_ingest.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"sent to the hub:        {results['send']['events_per_second']:>8,} events/s")
-    for read in results["read"]:
-        print(f"read into Spark:        {read['events_per_second']:>8,} events/s "
+        latency = _latency(spark, hub.connection_string, args.producers, args.seconds)
+    print(f"  sent to the hub:        {send['events_per_second']:>8,} events/s")
+    for read in reads:
+        print(f"  read into Spark:        {read['events_per_second']:>8,} events/s "
               f"(maxEventsPerTrigger={read['maxEventsPerTrigger']}, {read['batches']} batches)")
-    lat = results["latency"]
-    print(f"enqueue -> batch end:   p50 {lat['enqueue_to_batch_end_ms']['p50']} ms, "
-          f"p99 {lat['enqueue_to_batch_end_ms']['p99']} ms "
-          f"({lat['producers']} producers at 1 Hz, 500 ms trigger)")
-    print(f"batch duration:         median {lat['batch_duration_ms']['median']} ms, "
-          f"max {lat['batch_duration_ms']['max']} ms")
-    print(f"written to {out.relative_to(ROOT)}")
+    lag = latency["enqueue_to_batch_end_ms"]
+    print(f"  enqueue -> batch end:   p50 {lag['p50']} ms, p99 {lag['p99']} ms "
+          f"({args.producers} producers at 1 Hz, 500 ms trigger)")
+    chart = bench.bar_chart(
+        "eventhubs_ingest", "Reading the emulator into Spark (eventhubs source)",
+        [(f"maxEventsPerTrigger={r['maxEventsPerTrigger']}", r["events_per_second"]) for r in reads],
+        "events/s", note=f"{args.events:,} events, availableNow, noop sink; 2 cores, local[2]")
+    unlimited, limited = reads
+    bench.write_result(
+        "eventhubs_ingest", "Ingestion through the eventhubs source",
+        {"events": args.events, "producers": args.producers, "seconds": args.seconds,
+         "trigger_for_latency": "500 milliseconds"},
+        {"send": send, "read": reads, "latency": latency},
+        [bench.target("events/s into Spark, availableNow, no limit", unlimited["events_per_second"],
+                      "ev/s", "report", None),
+         bench.target("events/s into Spark, maxEventsPerTrigger=10000", limited["events_per_second"],
+                      "ev/s", "report", None),
+         bench.target(f"enqueue to batch end p50, {args.producers} producers", lag["p50"], "ms",
+                      "report", None),
+         bench.target(f"enqueue to batch end p99, {args.producers} producers", lag["p99"], "ms",
+                      "report", None),
+         bench.target("micro-batch duration, median", latency["batch_duration_ms"]["median"], "ms",
+                      "report", None)],
+        [chart])
 
 
 if __name__ == "__main__":

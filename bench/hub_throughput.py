@@ -2,8 +2,8 @@
 
 Starts ``streamlab-hub`` as a subprocess (as the course runs it), sends heartbeat-sized
 events in batches with the sync producer, then receives them all with the sync consumer
-(``receive_batch``), and reports events per second for both. Results are printed and
-written to ``build/bench/hub_throughput.json``.
+(``receive_batch``), and reports events per second for both. Writes
+``build/bench/hub_throughput.json``.
 
     python bench/hub_throughput.py [--events 20000] [--batch-size 100]
 """
@@ -13,23 +13,18 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import platform
 import sys
 import tempfile
 import threading
 import time
-from importlib import metadata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run from a checkout without installing the package
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _common as bench  # noqa: E402
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient  # noqa: E402
 
 from streamlab.hub import partition_for_key, start_subprocess  # noqa: E402
-
 
 
 def _balanced_machines(per_partition: int = 5, partitions: int = 4) -> list[str]:
@@ -110,9 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--body-bytes", type=int, default=100)
     parser.add_argument("--timeout", type=float, default=300.0)
-    parser.add_argument("--output", type=Path, default=ROOT / "build" / "bench" /
-                        "hub_throughput.json")
     args = parser.parse_args(argv)
+    bench.quiet()
 
     with tempfile.TemporaryDirectory(prefix="hub-bench-") as data_dir:
         hub = start_subprocess(data_dir=data_dir)
@@ -122,26 +116,21 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             hub.stop()
 
-    result = {
-        "benchmark": "hub_throughput",
-        "sent_events_per_second": round(sent, 1),
-        "received_events_per_second": round(received, 1),
-        "settings": {"events": args.events, "batch_size": args.batch_size,
-                     "body_bytes": args.body_bytes, "eventhub": "heartbeats:4",
-                     "partition_keys": len(MACHINES), "emulator": "subprocess",
-                     "producer": "sync send_batch",
-                     "consumer": "sync receive_batch, prefetch 300, all partitions"},
-        "cpu_count": os.cpu_count(),
-        "versions": {"python": platform.python_version(),
-                     "azure-eventhub": metadata.version("azure-eventhub"),
-                     "platform": platform.platform()},
-        "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"sent:     {sent:10,.0f} events/s (batches of {args.batch_size})")
-    print(f"received: {received:10,.0f} events/s")
-    print(f"written:  {args.output}")
+    print(f"  sent:     {sent:10,.0f} events/s (batches of {args.batch_size})")
+    print(f"  received: {received:10,.0f} events/s")
+    chart = bench.bar_chart(
+        "hub_throughput", "The emulator with the azure-eventhub SDK",
+        [("sent (sync, batches of %d)" % args.batch_size, sent), ("received (sync)", received)],
+        "events/s", note="emulator in its own process, durable log; 2 cores")
+    bench.write_result(
+        "hub_throughput", "Event Hubs emulator throughput",
+        {"events": args.events, "batch_size": args.batch_size, "body_bytes": args.body_bytes,
+         "eventhub": "heartbeats:4", "partition_keys": len(MACHINES), "emulator": "subprocess",
+         "producer": "sync send_batch", "consumer": "sync receive_batch, prefetch 300, all partitions"},
+        {"sent_events_per_second": round(sent, 1), "received_events_per_second": round(received, 1)},
+        [bench.target("events sent per second through the SDK", round(sent), "ev/s", "report", None),
+         bench.target("events received per second through the SDK", round(received), "ev/s", "report", None)],
+        [chart])
     return 0
 
 

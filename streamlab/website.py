@@ -6,20 +6,26 @@
 - On a lab page, the line ``<!-- exercises -->`` becomes one section per exercise: the task
   as the solution notebook states it, the hint from ``course.toml`` and the solution code
   from the notebook, both collapsed. Nothing is pasted, so the page cannot drift from the lab.
+- ``<!-- benchmarks -->`` becomes every published benchmark result (``site/benchmarks/``,
+  written by ``nox -s bench``) as a table of targets and its charts; ``<!-- benchmark NAME -->``
+  becomes one of them.
 """
 
 from __future__ import annotations
 
+import posixpath
+import re
 import textwrap
 
 import nbformat
 
-from streamlab import registry
+from streamlab import benchmarks, registry
 from streamlab.authoring import exercise_id, without_markers
 from streamlab.paths import REPO_ROOT
 
 MARKER = "<!-- exercises -->"
 LABS_MARKER = "<!-- labs -->"
+BENCHMARKS_MARKER = re.compile(r"<!-- benchmarks? ?([a-z_]*) -->")
 
 _PAGES = [
     ("Home", "index.md"),
@@ -28,6 +34,7 @@ _PAGES = [
 ]
 _AFTER_LABS = [
     ("Architecture", "architecture.md"),
+    ("Benchmarks", "benchmarks.md"),
     ("For instructors", "authoring.md"),
 ]
 
@@ -82,8 +89,23 @@ def lab_table() -> str:
     return "\n".join(["| lab | you learn |", "|---|---|", *rows])
 
 
+def benchmark_sections(name: str, page_uri: str, folder=None) -> str:
+    """The published result ``name`` (every result when empty) as markdown for ``page_uri``."""
+    folder = folder or benchmarks.PUBLISHED_DIR
+    results = benchmarks.load(folder) if folder.exists() else []
+    chosen = [r for r in results if not name or r["name"] == name]
+    if not chosen:
+        wanted = f"the {name} benchmark" if name else "any benchmark"
+        return (f'!!! note "Not measured yet"\n\n    No published results for {wanted}: '
+                "run `nox -s bench` to measure them on your machine.")
+    prefix = posixpath.relpath("benchmarks", posixpath.dirname(page_uri) or ".") + "/"
+    return "\n\n".join(benchmarks.markdown_section(r, prefix) for r in chosen)
+
+
 def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
     markdown = markdown.replace(LABS_MARKER, lab_table())
+    markdown = BENCHMARKS_MARKER.sub(
+        lambda match: benchmark_sections(match.group(1), page.file.src_uri), markdown)
     if MARKER not in markdown:
         return markdown
     for lab in registry.labs():
