@@ -6,7 +6,7 @@ A solution notebook marks its exercises in two ways:
   JupyterLab shows them under the property inspector). A cell tagged ``graded-setup`` holds
   imports or constants that the exercise cells need; the grader runs it too.
 - inside an exercise cell, the lines between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` are
-  the answer. In ``labs/`` they become a TODO comment and
+  the answer. In ``labs/`` they become a TODO comment with the exercise's hint and
   ``raise NotImplementedError("exercise 4.2 is not done yet")`` at the same indentation.
 
 Run ``python -m streamlab.authoring`` (``nox -s author``) after editing a solution: it strips
@@ -20,6 +20,7 @@ import argparse
 import copy
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -76,8 +77,9 @@ def strip_outputs(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return clean
 
 
-def stub_source(source: str, exercise: str, title: str, where: str) -> str:
-    """Replace every solution region in ``source`` by a stub that raises "not done yet"."""
+def stub_source(source: str, exercise: str, title: str, where: str, hint: str = "") -> str:
+    """Replace every solution region in ``source`` by a stub that raises "not done yet":
+    a TODO comment with the exercise's title, its hint as comment lines, and the raise."""
     out: list[str] = []
     lines = source.splitlines()
     regions = 0
@@ -95,6 +97,10 @@ def stub_source(source: str, exercise: str, title: str, where: str) -> str:
             raise AuthoringError(f"{where}: '# BEGIN SOLUTION' is never closed")
         indent = begin.group("indent")
         out.append(f"{indent}# TODO: exercise {exercise}, {title[0].lower()}{title[1:]}.")
+        if hint:
+            out += [indent + line for line in textwrap.wrap(
+                hint, width=max(40, 90 - len(indent)), initial_indent="# Hint: ",
+                subsequent_indent="#   ", break_on_hyphens=False, break_long_words=False)]
         out.append(f'{indent}raise NotImplementedError("{NOT_DONE.format(id=exercise)}")')
         regions += 1
         i = end + 1
@@ -120,7 +126,8 @@ def make_lab_notebook(solution: nbformat.NotebookNode, lab: Lab) -> nbformat.Not
         where = f"{lab.name} cell {index + 1}"
         if cell.cell_type != "code":
             raise AuthoringError(f"{where}: only code cells can be exercise cells")
-        cell.source = stub_source(cell.source, exercise, lab.exercise(exercise).title, where)
+        spec = lab.exercise(exercise)
+        cell.source = stub_source(cell.source, exercise, spec.title, where, spec.hint)
         found.add(exercise)
     missing = [e.id for e in lab.exercises if e.id not in found]
     if missing:

@@ -41,6 +41,28 @@ def test_each_region_becomes_a_stub_at_its_indentation():
     compile(stubbed, "stub", "exec")
 
 
+def test_stub_carries_the_hint_as_comment_lines():
+    hint = ("A StructType with two nullable fields, in this order: machine_name as StringType() "
+            "and machine_time as TimestampType(). Spark parses ISO-8601 strings for you.")
+    stubbed = stub_source(SOLVED, "1.1", "Declare the schema", "cell 2", hint=hint)
+    first_stub = stubbed.split("raise NotImplementedError")[0]
+    hint_lines = [line for line in first_stub.splitlines() if line.lstrip().startswith("#   ")
+                  or line.lstrip().startswith("# Hint:")]
+    assert hint_lines[0] == "    # Hint: A StructType with two nullable fields, in this order: machine_name as"
+    assert all(len(line) <= 92 for line in hint_lines)
+    assert " ".join(line.strip().lstrip("#").strip() for line in hint_lines) == "Hint: " + hint
+    compile(stubbed, "stub", "exec")
+
+
+def test_every_generated_stub_shows_its_exercise_hint():
+    for lab in registry.labs():
+        notebook = nbformat.read(lab.notebook(REPO_ROOT / "labs"), as_version=4)
+        sources = "\n".join(cell.source for cell in notebook.cells)
+        for exercise in lab.exercises:
+            first_word = exercise.hint.split()[0]
+            assert f"# Hint: {first_word}" in sources, f"lab {lab.id}, exercise {exercise.id}"
+
+
 def test_stubbed_function_raises_not_done():
     namespace: dict = {}
     exec(stub_source(SOLVED, "4.2", "Build it", "cell 1"), namespace)

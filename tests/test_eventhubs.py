@@ -115,6 +115,19 @@ def test_the_sink_sends_rows_that_the_sdk_receives(spark, hub, tmp_path):
     assert received == sorted((f"m{i % 3}", f"m{i % 3}") for i in range(9))
 
 
+def test_a_failed_send_fails_the_batch_and_commits_nothing(spark, hub, tmp_path):
+    send(hub.connection_string, ["m1", "m2"])
+    bodies = _stream(spark, hub, startingPosition="earliest").selectExpr("CAST(body AS STRING) AS body")
+    query = (bodies.writeStream.format("eventhubs")
+             .option("connectionString", hub.connection_string).option("eventHubName", "no-such-hub")
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    with pytest.raises(Exception, match="could not be found"):
+        query.awaitTermination(300)
+    # The batch is not committed: a restart with the right hub sends its rows again.
+    assert (tmp_path / "ckpt" / "offsets" / "0").exists()
+    assert not (tmp_path / "ckpt" / "commits" / "0").exists()
+
+
 def test_an_unreachable_hub_fails_the_query_with_a_sentence(spark, tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
