@@ -65,6 +65,13 @@ def percentile(values: Iterable[float], q: float) -> float:
     return ordered[rank]
 
 
+def spread(values: Iterable[float], scale: float = 1.0, digits: int | None = None) -> dict:
+    """Sample count, p50 and p99 of ``values``, each times ``scale``, rounded to ``digits``."""
+    values = list(values)
+    return {"samples": len(values),
+            **{f"p{q}": round(percentile(values, q) * scale, digits) for q in (50, 99)}}
+
+
 def median(values: Iterable[float]) -> float:
     values = list(values)
     return statistics.median(values) if values else float("nan")
@@ -82,13 +89,15 @@ def write_result(name: str, title: str, settings: dict, figures: dict,
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{name}.json"
     path.write_text(json.dumps({
-        "name": name, "script": Path(sys.argv[0]).stem, "title": title, "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "name": name, "script": Path(sys.argv[0]).stem, "title": title,
+        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": machine(), "settings": settings, "figures": figures, "targets": targets,
         "charts": charts}, indent=2) + "\n")
+    from streamlab.benchmarks import value_text, verdict
+
     for row in targets:
-        verdict = {True: "met", False: "MISSED", None: "reported"}[row["met"]]
-        value = "n/a" if row["value"] is None else f"{row['value']:,}"
-        print(f"  {row['figure']:<58} {value:>12} {row['unit']:<6} target {row['target']:<10} {verdict}")
+        print(f"  {row['figure']:<58} {value_text(row):>12} {row['unit']:<6} "
+              f"target {row['target']:<10} {verdict(row)}")
     print(f"  written to {path.relative_to(ROOT)}")
     return path
 
@@ -154,6 +163,18 @@ def spark(conf: dict[str, str] | None = None):
 
     quiet()
     return spark_session("local[2]", app_name="streamlab-bench", conf=conf)
+
+
+def solution(lab_id: str):
+    """Lab ``lab_id``'s graded cells from its solution notebook, loaded as the grader loads them."""
+    from streamlab import registry
+    from streamlab.grading.loader import load_notebook
+
+    loaded = load_notebook(registry.lab(lab_id).notebook(ROOT / "solutions"),
+                           module_name=f"bench_lab{lab_id}")
+    if loaded.problems:
+        raise RuntimeError(f"lab {lab_id}'s solution does not load: {loaded.problems[0].sentence()}")
+    return loaded.module
 
 
 class Jvm:
@@ -230,7 +251,7 @@ def steady_state(dataframe, rounds: int, output_mode: str = "append") -> dict:
             "total_seconds": round(run["seconds"], 1)}
 
 
-def run_offline(query_builder: Callable[[], Any], settle: Callable[[], None] | None = None) -> dict:
+def run_offline(query_builder: Callable[[], Any]) -> dict:
     """Start the query ``query_builder()`` returns and wait for it; wall time and progress."""
     start = time.perf_counter()
     query = query_builder()

@@ -90,8 +90,7 @@ def _latency(spark, connection_string: str, producers: int, seconds: float) -> d
     steady = delays[len(delays) // 5:]  # skip the warm-up
     return {
         "producers": producers, "seconds": seconds, "events": len(delays),
-        "enqueue_to_batch_end_ms": {"p50": round(bench.percentile(steady, 50) * 1000),
-                                    "p99": round(bench.percentile(steady, 99) * 1000)},
+        "enqueue_to_batch_end_ms": bench.spread(steady, scale=1000),
         "batch_duration_ms": {"median": round(bench.median(durations)), "max": max(durations)},
     }
 

@@ -50,11 +50,7 @@ def worker(job: dict) -> dict:
 
     lab = reference_solution()
     if job["design"] == "bucketed":
-        from streamlab.grading.loader import load_notebook
-        from streamlab.paths import REPO_ROOT
-
-        lab06 = load_notebook(next((REPO_ROOT / "solutions").glob("06-*/06-*.ipynb")),
-                              module_name="bench_lab06").module
+        lab06 = bench.solution("06")
     spark = bench.spark()
     say("session")
     schema = StructType([StructField("machine_name", StringType()),

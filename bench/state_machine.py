@@ -60,13 +60,10 @@ def main() -> None:
     parser.add_argument("--designs", nargs="+", default=["a", "b", "c"], choices=sorted(DESIGNS))
     args = parser.parse_args()
 
-    from streamlab.grading.loader import load_notebook
     from streamlab.monitor import reference_solution
-    from streamlab.paths import REPO_ROOT
 
     lab04 = reference_solution()
-    lab03 = load_notebook(next((REPO_ROOT / "solutions").glob("03-*/03-*.ipynb")),
-                          module_name="bench_lab03").module
+    lab03 = bench.solution("03")
     spark = bench.spark()
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-sm-input-") as tmp:

@@ -33,7 +33,8 @@ class BenchmarkError(ValueError):
 
 
 def load(folder: Path) -> list[dict]:
-    """Every result in ``folder``, in ``ORDER`` (unknown names last, by name)."""
+    """Every result in ``folder``, in ``ORDER`` (unknown names last, by name); none when
+    ``folder`` does not exist."""
     results = []
     for path in sorted(folder.glob("*.json")):
         try:
@@ -110,7 +111,7 @@ def displays(*names: str, folder: Path = PUBLISHED_DIR) -> list:
     """What :func:`show` displays: a Markdown table per result, then its charts as SVG."""
     from IPython.display import SVG, Markdown
 
-    results = {r["name"]: r for r in load(folder)} if folder.exists() else {}
+    results = {r["name"]: r for r in load(folder)}
     items: list = []
     for name in names:
         result = results.get(name)

@@ -92,7 +92,7 @@ def lab_table() -> str:
 def benchmark_sections(name: str, page_uri: str, folder=None) -> str:
     """The published result ``name`` (every result when empty) as markdown for ``page_uri``."""
     folder = folder or benchmarks.PUBLISHED_DIR
-    results = benchmarks.load(folder) if folder.exists() else []
+    results = benchmarks.load(folder)
     chosen = [r for r in results if not name or r["name"] == name]
     if not chosen:
         wanted = f"the {name} benchmark" if name else "any benchmark"
