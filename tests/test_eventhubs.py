@@ -9,6 +9,7 @@ import pytest
 from eventhub_clients import Receiver, send
 
 from streamlab.eventhubs import SCHEMA, EventHubsOptionError
+from streamlab.eventhubs.options import endpoint
 from streamlab.eventhubs.source import apply_limit
 from streamlab.hub import partition_for_key
 
@@ -121,8 +122,12 @@ def test_a_failed_send_fails_the_batch_and_commits_nothing(spark, hub, tmp_path)
     query = (bodies.writeStream.format("eventhubs")
              .option("connectionString", hub.connection_string).option("eventHubName", "no-such-hub")
              .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
-    with pytest.raises(Exception, match="could not be found"):
+    with pytest.raises(Exception) as error:
         query.awaitTermination(300)
+    message = str(error.value)
+    assert f"could not send to event hub 'no-such-hub' at {endpoint(hub.connection_string)}" in message
+    assert "could not be found" in message and "is the event hub's name right?" in message
+    assert "SharedAccessKey=" not in message
     # The batch is not committed: a restart with the right hub sends its rows again.
     assert (tmp_path / "ckpt" / "offsets" / "0").exists()
     assert not (tmp_path / "ckpt" / "commits" / "0").exists()

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
 
-from streamlab.eventhubs.options import SCHEMA, EventHubsOptionError, parse_options
+from streamlab.eventhubs.options import SCHEMA, EventHubsOptionError, EventHubsUnavailable, parse_options
 from streamlab.eventhubs.sink import EventHubsStreamWriter
-from streamlab.eventhubs.source import EventHubsStreamReader, EventHubsUnavailable
+from streamlab.eventhubs.source import EventHubsStreamReader
 
 
 class EventHubsDataSource(DataSource):

@@ -25,6 +25,19 @@ class EventHubsOptionError(ValueError):
     """An option of the eventhubs source or sink is missing or malformed."""
 
 
+class EventHubsUnavailable(RuntimeError):
+    """The event hub could not be reached or does not exist."""
+
+
+def unavailable(options: EventHubsOptions, doing: str, error: Exception) -> EventHubsUnavailable:
+    """One sentence for a failed call to the hub: what was tried, where, what the SDK said."""
+    return EventHubsUnavailable(
+        f"could not {doing} event hub {options.eventhub!r} at "
+        f"{endpoint(options.connection_string)}: {type(error).__name__}: {error}. "
+        "Is the hub running (`streamlab-hub`, or `nox -s lab`, which starts one) and is the "
+        "event hub's name right?")
+
+
 def _entity_path(connection_string: str) -> str | None:
     for part in connection_string.split(";"):
         key, _, value = part.partition("=")

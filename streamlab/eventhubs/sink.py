@@ -2,7 +2,8 @@
 
 Each task sends its rows in batches, grouped by ``partitionKey`` so that one machine's rows
 keep their order on one partition. A send that fails raises, which fails the task and so
-the micro-batch: Spark runs it again (at-least-once delivery to the hub).
+the micro-batch with one sentence naming the event hub and the endpoint: nothing of the
+batch is committed, and Spark sends it again when the query restarts (at-least-once delivery).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
 
-from streamlab.eventhubs.options import EventHubsOptionError, EventHubsOptions
+from streamlab.eventhubs.options import EventHubsOptionError, EventHubsOptions, unavailable
 
 # Producers are reused by every task a Python worker runs: one connection per worker.
 _producers: dict[tuple[str, str], Any] = {}
@@ -75,6 +76,12 @@ class EventHubsStreamWriter(DataSourceStreamWriter):
                 continue
             key = row["partitionKey"] if self.keyed else None
             by_key[key].append(EventData(bytes(body) if isinstance(body, (bytes, bytearray)) else body))
+        try:
+            return SentMessage(self._send(by_key))
+        except Exception as error:  # the SDK raises several types; all mean the same to a learner
+            raise unavailable(self.options, "send to", error) from None
+
+    def _send(self, by_key: dict) -> int:
         producer = _producer(self.options)
         sent = 0
         for key, events in by_key.items():
@@ -88,7 +95,7 @@ class EventHubsStreamWriter(DataSourceStreamWriter):
                     batch.add(event)
             producer.send_batch(batch)
             sent += len(events)
-        return SentMessage(sent)
+        return sent
 
     def commit(self, messages: list, batchId: int) -> None:
         pass  # every event was acknowledged by the hub before its task ended

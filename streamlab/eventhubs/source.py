@@ -18,12 +18,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               SupportsTriggerAvailableNow)
 
-from streamlab.eventhubs.options import EventHubsOptions, endpoint
+from streamlab.eventhubs.options import EventHubsOptions, unavailable
 from streamlab.eventhubs.receivers import Receivers, Row
-
-
-class EventHubsUnavailable(RuntimeError):
-    """The event hub could not be reached or does not exist."""
 
 
 class EventsPartition(InputPartition):
@@ -59,11 +55,7 @@ def partition_bounds(options: EventHubsOptions) -> dict[str, tuple[int, int]]:
             with ThreadPoolExecutor(max_workers=min(8, len(ids) or 1)) as pool:
                 return dict(zip(ids, pool.map(lambda p: bounds(client, p), ids)))
     except Exception as error:  # the SDK raises several types; all mean the same to a learner
-        raise EventHubsUnavailable(
-            f"could not read event hub {options.eventhub!r} at "
-            f"{endpoint(options.connection_string)}: {type(error).__name__}: {error}. "
-            "Is the hub running (`streamlab-hub`, or `nox -s lab`, which starts one) and is the "
-            "event hub's name right?") from None
+        raise unavailable(options, "read", error) from None
 
 
 def apply_limit(start: dict[str, int], latest: dict[str, int], max_rows: int) -> dict[str, int]:
