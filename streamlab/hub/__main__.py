@@ -13,7 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .server import DEFAULT_EVENTHUBS, HubConfig, HubServer
+from .server import DEFAULT_EVENTHUBS, KEY_NAME, KEY_VALUE, HubConfig, HubServer, is_loopback
 from .storage import Policy
 
 
@@ -49,13 +49,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="size of one log segment file in MiB (default: 8)")
     parser.add_argument("--fsync", action="store_true",
                         help="fsync every append (survives power loss, slower)")
+    parser.add_argument("--key-name", default=KEY_NAME,
+                        help=f"shared access policy name (default: {KEY_NAME})")
+    parser.add_argument("--key", default=KEY_VALUE,
+                        help=f"the policy's key; tokens must be signed with it (default: "
+                             f"{KEY_VALUE}, the public key of Microsoft's emulator: set your "
+                             "own when the hub listens beyond this machine)")
     parser.add_argument("--log-level", default="WARNING", help="logging level")
     return parser.parse_args(argv)
 
 
 async def _serve(config: HubConfig) -> None:
     server = HubServer(config)
-    print(await server.start(), flush=True)
+    conn_str = await server.start()
+    if not is_loopback(config.host):
+        default = " with the public default key: pass --key" if config.key == KEY_VALUE else ""
+        print(f"streamlab-hub: listening on {config.host}:{server.port}, beyond this machine; "
+              f"anyone who can reach it and holds the key can use it{default}",
+              file=sys.stderr, flush=True)
+    print(conn_str, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -74,13 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     mib = 1024 * 1024
-    config = HubConfig(
-        host=args.host, port=args.port, data_dir=args.data_dir,
-        eventhubs=dict(args.eventhub) if args.eventhub else dict(DEFAULT_EVENTHUBS),
-        policy=Policy(segment_bytes=max(4096, int(args.segment_mb * mib)),
-                      retention_bytes=int(args.retention_mb * mib),
-                      retention_seconds=args.retention_hours * 3600.0, fsync=args.fsync))
     try:
+        config = HubConfig(
+            host=args.host, port=args.port, data_dir=args.data_dir,
+            eventhubs=dict(args.eventhub) if args.eventhub else dict(DEFAULT_EVENTHUBS),
+            policy=Policy(segment_bytes=max(4096, int(args.segment_mb * mib)),
+                          retention_bytes=int(args.retention_mb * mib),
+                          retention_seconds=args.retention_hours * 3600.0, fsync=args.fsync),
+            key_name=args.key_name, key=args.key)
         asyncio.run(_serve(config))
     except KeyboardInterrupt:
         pass

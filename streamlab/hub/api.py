@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-from .server import DEFAULT_EVENTHUBS, HubConfig, HubServer, connection_string
+from .connection import IDLE_TIMEOUT, OPEN_TIMEOUT
+from .server import DEFAULT_EVENTHUBS, KEY_NAME, KEY_VALUE, HubConfig, HubServer, connection_string
 from .storage import Policy
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding streamlab/
@@ -40,11 +41,18 @@ class Hub:
 
     def __init__(self, data_dir: str | os.PathLike | None = None,
                  eventhubs: Mapping[str, int] | None = None, host: str = "127.0.0.1",
-                 port: int = 0, *, policy: Policy | None = None) -> None:
+                 port: int = 0, *, policy: Policy | None = None, key_name: str = KEY_NAME,
+                 key: str = KEY_VALUE, open_timeout: float = OPEN_TIMEOUT,
+                 idle_timeout: float = IDLE_TIMEOUT) -> None:
+        """``key_name``/``key``: the shared access policy tokens must be signed with (the
+        connection string carries it); ``open_timeout``: seconds a client has to send its
+        AMQP open; ``idle_timeout``: seconds of silence after which a connection is closed
+        (advertised to clients, which send empty frames well before it)."""
         self.config = HubConfig(host=host, port=port,
                                 data_dir=Path(data_dir) if data_dir is not None else None,
                                 eventhubs=dict(eventhubs or DEFAULT_EVENTHUBS),
-                                policy=policy or Policy())
+                                policy=policy or Policy(), key_name=key_name, key=key,
+                                open_timeout=open_timeout, idle_timeout=idle_timeout)
         self._server: HubServer | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -57,7 +65,8 @@ class Hub:
     def connection_string(self) -> str:
         if self.port is None:
             raise RuntimeError("the hub is not running; call start() first")
-        return connection_string(self.config.host, self.port)
+        return connection_string(self.config.host, self.port, None, self.config.key_name,
+                                 self.config.key)
 
     def connection_string_for(self, eventhub: str) -> str:
         """The connection string with ``EntityPath`` set to one event hub."""

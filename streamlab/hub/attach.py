@@ -1,8 +1,10 @@
 """Link attach: decide what a client's link connects to, and answer requests.
 
 A client may attach to an event hub or partition (to send), to a consumer-group
-partition (to receive), or to the request/response nodes ``$cbs`` (token put: any token
-is accepted locally) and ``$management`` (event hub and partition properties).
+partition (to receive), or to the request/response nodes ``$cbs`` (put-token: a SAS
+token, checked as the service checks it) and ``$management`` (event hub and partition
+properties). As on the service, an entity is reached only with a token: an attach or a
+management request the connection's tokens do not cover is refused.
 
 An attach to something that does not exist is answered the way AMQP prescribes: an
 attach with a null terminus, then a detach carrying the error. The SDK turns that into
@@ -14,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import frames, message
+from .auth import TokenError, check_token, resource_path
 from .broker import NOT_FOUND, Broker, BrokerError, LINK_STOLEN, parse_address
 from .codec import DecodeError, Described
 from .links import (
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
 
 SELECTOR_FILTERS = ("apache.org:selector-filter:string", 0x0000468C00000004)
 EPOCH = "com.microsoft:epoch"
+UNAUTHORIZED = "amqp:unauthorized-access"
 
 
 def _address(terminus: Any) -> str:
@@ -60,6 +64,8 @@ def attach(conn: "Connection", session: "Session", perf: frames.Performative) ->
     handle = session.free_handle()
     address = _address(perf.get(5) if client_receives else perf.get(6))
     try:
+        if address not in REQUEST_NODES:
+            _authorize(conn, address, "Listen" if client_receives else "Send")
         if client_receives:
             link: Link = _outbound(conn.broker, session, perf, name, handle, address)
         else:
@@ -86,6 +92,15 @@ def attach(conn: "Connection", session: "Session", perf: frames.Performative) ->
         link.grant()
     elif isinstance(link, OutboundLink):
         link.start()
+
+
+def _authorize(conn: "Connection", address: str, claim: str) -> None:
+    """Refuse an attach that no token put on this connection covers."""
+    path = resource_path(address)
+    if not conn.authorized(path):
+        raise BrokerError(UNAUTHORIZED, f"Unauthorized access. '{claim}' claim(s) are required "
+                          f"to perform this operation. Resource: '{path}'. Put a token for it "
+                          "on $cbs first (the SDK does this from the connection string).")
 
 
 def _outbound(broker: Broker, session: "Session", perf: frames.Performative, name: str,
@@ -149,8 +164,13 @@ def _requests(broker: Broker, node: str) -> Handler:
             request = message.parse_request(payload)
         except DecodeError as exc:
             return frames.rejected("amqp:decode-error", str(exc))
+        conn = link.session.connection
         if node == "$cbs":
-            status, description, body = _cbs(request)
+            status, description, body = _cbs(conn, request)
+        elif not conn.authorized(resource_path(str(request.properties.get("name", "")))):
+            status, description, body = 401, (
+                "Unauthorized access: no token put on $cbs covers "
+                f"'{request.properties.get('name', '')}'."), None
         else:
             status, description, body = _management(broker, request)
         reply = link.session.reply_link(node)
@@ -160,10 +180,24 @@ def _requests(broker: Broker, node: str) -> Handler:
     return on_message
 
 
-def _cbs(request: message.Request) -> tuple[int, str, Any]:
-    if request.properties.get("operation") == "put-token":
-        return 200, "OK", None  # a local emulator accepts every token
-    return 400, f"unsupported $cbs operation {request.properties.get('operation')!r}", None
+def _cbs(conn: "Connection", request: message.Request) -> tuple[int, str, Any]:
+    """put-token: the service's answers are 202, 401 (bad token) and 404 (no such entity)."""
+    props = request.properties
+    if props.get("operation") != "put-token":
+        return 400, f"unsupported $cbs operation {props.get('operation')!r}", None
+    audience = str(props.get("name", ""))
+    try:
+        grant = check_token(request.body, props.get("type"), audience, conn.keys)
+    except TokenError as exc:
+        return exc.status, str(exc), None
+    path = resource_path(audience)
+    if path:
+        try:
+            conn.broker.hub(path.split("/", 1)[0])
+        except BrokerError:
+            return 404, f"The messaging entity '{audience}' could not be found.", None
+    conn.grants.append(grant)
+    return 202, "Accepted", None
 
 
 def _management(broker: Broker, request: message.Request) -> tuple[int, str, Any]:

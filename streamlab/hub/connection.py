@@ -5,16 +5,24 @@ frames, unknown entities) end that client's link or connection with an AMQP erro
 they never reach the server loop. Output is coalesced per event-loop turn and the
 reader waits (``backpressure``) when a client stops reading, so a slow client only
 slows itself.
+
+Deadlines, as the service has them: a client must send ``open`` within
+``open_timeout`` seconds of connecting, and once open must send something (a frame,
+or an empty frame as a heartbeat) at least every ``idle_timeout`` seconds, the value
+advertised in our ``open``; otherwise the connection is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import frames
 from .attach import attach
+from .auth import Grant
 from .broker import Broker
 from .codec import DecodeError
 from .frames import Performative, ProtocolError
@@ -22,9 +30,19 @@ from .links import InboundLink, Link, OutboundLink, ReplyLink
 
 _LOG = logging.getLogger(__name__)
 MAX_FRAME_SIZE = 256 * 1024
-HANDSHAKE_TIMEOUT = 30.0
+OPEN_TIMEOUT = 10.0  # seconds from accept to the client's open
+IDLE_TIMEOUT = 120.0  # seconds; what the service advertises in its open
 WINDOW = 5000  # session incoming window we advertise, refreshed when half used
 HIGH_WATER = 1024 * 1024  # bytes buffered for a client before we wait for it to read
+
+
+@dataclass
+class ConnectionSettings:
+    """What every connection of one emulator shares: keys and deadlines."""
+
+    keys: dict[str, str] = field(default_factory=dict)  # policy name -> key
+    open_timeout: float = OPEN_TIMEOUT
+    idle_timeout: float = IDLE_TIMEOUT
 
 
 class Session:
@@ -114,13 +132,23 @@ class Connection:
     """Serves one client until it closes, breaks the protocol, or the server stops."""
 
     def __init__(self, broker: Broker, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+                 writer: asyncio.StreamWriter, settings: ConnectionSettings) -> None:
         self.broker, self.reader, self.writer = broker, reader, writer
+        self.settings = settings
+        self.keys = settings.keys
+        self.grants: list[Grant] = []  # what the tokens put on $cbs allow
         self.sessions: dict[int, Session] = {}  # by the client's channel
         self.remote_max_frame_size = 512
         self.opened = self.closed = False
         self._out = bytearray()
         self._flush_scheduled = False
+        self._last_read = time.monotonic()
+
+    def authorized(self, entity_path: str) -> bool:
+        """True when a token put on this connection covers ``entity_path``, now."""
+        now = time.time()
+        self.grants = [g for g in self.grants if g.expires > now]
+        return any(grant.covers(entity_path, now) for grant in self.grants)
 
     # ---------------------------------------------------------------- output
 
@@ -148,8 +176,10 @@ class Connection:
     # ---------------------------------------------------------------- main loop
 
     async def run(self) -> None:
+        watchdog = None
         try:
-            await asyncio.wait_for(self._handshake(), HANDSHAKE_TIMEOUT)
+            await asyncio.wait_for(self._open(), self.settings.open_timeout)
+            watchdog = asyncio.get_running_loop().create_task(self._watch_idle())
             while not self.closed:
                 await self._read_frame()
                 await self.backpressure()
@@ -166,7 +196,29 @@ class Connection:
             _LOG.exception("connection failed")
             self._close_with("amqp:internal-error", f"emulator error: {exc}")
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             self._teardown()
+
+    async def _open(self) -> None:
+        """Protocol headers, SASL and the client's open, all within the open deadline."""
+        await self._handshake()
+        while not self.opened:
+            await self._read_frame()
+
+    async def _watch_idle(self) -> None:
+        """Close the connection when the client sends nothing for the idle timeout."""
+        limit = self.settings.idle_timeout
+        while not self.closed:
+            silent = time.monotonic() - self._last_read
+            if silent >= limit:
+                _LOG.info("closing a connection silent for %.1f s", silent)
+                self._close_with("amqp:resource-limit-exceeded",
+                                 f"Connection idle for more than {limit:g} seconds: nothing "
+                                 "was received, not even an empty frame.")
+                self.writer.close()  # the reader then sees end of stream
+                return
+            await asyncio.sleep(limit - silent)
 
     def _close_with(self, condition: str, description: str) -> None:
         if self.opened and not self.closed:
@@ -205,6 +257,7 @@ class Connection:
         if size < 8 or doff < 2 or doff * 4 > size or size > MAX_FRAME_SIZE:
             raise ProtocolError("amqp:connection:framing-error", f"bad frame header {head!r}")
         body = await self.reader.readexactly(size - 8) if size > 8 else b""
+        self._last_read = time.monotonic()
         return frame_type, channel, body[doff * 4 - 8:]
 
     async def _read_frame(self) -> None:
@@ -228,7 +281,8 @@ class Connection:
             raise ProtocolError("amqp:illegal-state", "open received twice")
         self.opened = True
         self.remote_max_frame_size = max(512, min(perf.get(2, 2 ** 32 - 1), 2 ** 32 - 1))
-        self.send(frames.open_frame("streamlab-hub", MAX_FRAME_SIZE, 4095))
+        self.send(frames.open_frame("streamlab-hub", MAX_FRAME_SIZE, 4095,
+                                    int(self.settings.idle_timeout * 1000)))
 
     def _on_close(self, channel: int, perf: Performative) -> None:
         self.send(frames.close_frame())

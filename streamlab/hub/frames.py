@@ -110,9 +110,11 @@ def rejected(condition: str, description: str) -> Described:
 # ------------------------------------------------------------------ outgoing performatives
 
 
-def open_frame(container_id: str, max_frame_size: int, channel_max: int) -> bytes:
+def open_frame(container_id: str, max_frame_size: int, channel_max: int,
+               idle_timeout_ms: int | None = None) -> bytes:
     return frame(0, OPEN, [container_id, None, UInt(max_frame_size), UShort(channel_max),
-                           None, None, None, None, None, None])
+                           None if idle_timeout_ms is None else UInt(idle_timeout_ms),
+                           None, None, None, None, None])
 
 
 def begin_frame(channel: int, remote_channel: int, next_outgoing_id: int,

@@ -92,28 +92,32 @@ class InboundLink(Link):
             return
         if self._first is None:
             self._first = perf
-        self._parts.append(perf.payload)
         self._size += len(perf.payload)
+        if self._size <= MAX_MESSAGE_SIZE:  # the limit our attach advertised, to the byte
+            self._parts.append(perf.payload)
+        else:
+            self._parts = []  # an oversized delivery is read to its end, not kept
         if perf.get(9, False):  # aborted: forget the partial delivery
             self._reset()
             return
-        if self._size > MAX_MESSAGE_SIZE + 64 * 1024:
-            self._reset()
-            self.detach("amqp:link:message-size-exceeded",
-                        f"message larger than {MAX_MESSAGE_SIZE} bytes")
-            return
         if perf.get(5, False):  # more frames of this delivery follow
             return
-        first = self._first
+        first, size = self._first, self._size
         payload = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
         self._reset()
         self.delivery_count += 1
         self.credit_left -= 1
         delivery_id = first.get(1)
-        try:
-            state = self.on_message(self, payload, first.get(3, 0))
-        except BrokerError as exc:
-            state = frames.rejected(exc.condition, exc.description)
+        if size > MAX_MESSAGE_SIZE:  # refused as the service refuses it: rejected, link kept
+            state = frames.rejected(
+                "amqp:link:message-size-exceeded",
+                f"The received message (delivery-id:{delivery_id}, size:{size} bytes) exceeds "
+                f"the limit ({MAX_MESSAGE_SIZE} bytes) currently allowed on the link.")
+        else:
+            try:
+                state = self.on_message(self, payload, first.get(3, 0))
+            except BrokerError as exc:
+                state = frames.rejected(exc.condition, exc.description)
         if not first.get(4, False) and delivery_id is not None:  # unsettled: acknowledge
             self.session.send(frames.disposition_frame(
                 self.session.channel, delivery_id, delivery_id, state))
@@ -233,8 +237,7 @@ class ConsumerLink(OutboundLink):
                 self.cursor.accept = None
             body = record.body
             if self.metrics is not None:
-                section = message.delivery_annotations(self.metrics())
-                body = body[:record.da_pos] + section + body[record.da_pos:]
+                body = message.add_delivery_annotations(body, record.da_pos, self.metrics())
             self._queue_message(body)
             if self._frames:  # session window full mid-delivery: stop for now
                 break

@@ -2,8 +2,8 @@
 
 Events are kept as the raw bytes the producer sent. The server only rewrites the
 message-annotations section, adding the broker annotations (sequence number, offset,
-enqueued time, partition key), so every other section (properties, application
-properties, body) reaches the consumer byte for byte.
+enqueued time, partition key), so every other section (delivery annotations, properties,
+application properties, body) reaches the consumer byte for byte, as on the service.
 """
 
 from __future__ import annotations
@@ -73,17 +73,20 @@ class Event(NamedTuple):
     """A parsed event, ready to be stamped with its broker annotations."""
 
     head: bytes  # the header section, if any: it must stay first
+    delivery: bytes  # the delivery-annotations section the producer set, if any
     annotations: list[tuple[bytes, bytes]]  # raw (key, value) pairs the producer set
     tail: bytes  # properties, application properties, body, footer
     partition_key: str | bytes | None
 
 
 def parse_event(payload: bytes) -> Event:
-    """Parse one event; incoming delivery annotations are hop-by-hop and are dropped."""
-    head, tail, pairs, key = b"", bytearray(), [], None
+    """Parse one event into the parts the broker keeps and the annotations it rewrites."""
+    head, delivery, tail, pairs, key = b"", b"", bytearray(), [], None
     for sec in split_sections(payload):
         if sec.code == HEADER:
             head = sec.raw
+        elif sec.code == DELIVERY_ANNOTATIONS:
+            delivery = sec.raw
         elif sec.code == MESSAGE_ANNOTATIONS:
             for raw_key, raw_value in split_map(sec.raw, sec.value_at):
                 name = _key_text(raw_key)
@@ -92,14 +95,18 @@ def parse_event(payload: bytes) -> Event:
                 if name == PARTITION_KEY:
                     key = decode(raw_value, 0)[0]
                 pairs.append((raw_key, raw_value))
-        elif sec.code != DELIVERY_ANNOTATIONS:
+        else:
             tail += sec.raw
-    return Event(head, pairs, bytes(tail), key if isinstance(key, (str, bytes)) else None)
+    return Event(head, delivery, pairs, bytes(tail),
+                 key if isinstance(key, (str, bytes)) else None)
 
 
 def stamp(event: Event, seq: int, offset: int, enqueued_ms: int,
           batch_key: str | bytes | None) -> tuple[bytes, int]:
-    """Return (encoded event with broker annotations, position for delivery annotations)."""
+    """Return (encoded event with broker annotations, where delivery annotations go).
+
+    The position is that of the event's delivery-annotations section when it has one.
+    """
     pairs = list(event.annotations)
     pairs.append((encode(Symbol(SEQUENCE_NUMBER)), encode(seq)))
     pairs.append((encode(Symbol(OFFSET)), encode(str(offset))))
@@ -113,7 +120,7 @@ def stamp(event: Event, seq: int, offset: int, enqueued_ms: int,
     else:
         mapped = b"\xd1" + (len(body) + 4).to_bytes(4, "big") + count.to_bytes(4, "big") + body
     annotations = b"\x00\x53\x72" + mapped
-    return event.head + annotations + event.tail, len(event.head)
+    return event.head + event.delivery + annotations + event.tail, len(event.head)
 
 
 def unpack(payload: bytes, message_format: int) -> tuple[list[Event], str | bytes | None]:
@@ -145,6 +152,28 @@ def parse_event_envelope(payload: bytes) -> tuple[list[bytes], str | bytes | Non
 def delivery_annotations(values: dict[str, Any]) -> bytes:
     """A delivery-annotations section (runtime metrics for consumers that ask for them)."""
     return section(DELIVERY_ANNOTATIONS, {Symbol(k): v for k, v in values.items()})
+
+
+def add_delivery_annotations(body: bytes, da_pos: int, values: dict[str, Any]) -> bytes:
+    """``body`` with ``values`` added to its delivery annotations at ``da_pos``.
+
+    A message has at most one delivery-annotations section: when the producer set one,
+    the values join it (the producer's own keys keep their values).
+    """
+    if body[da_pos:da_pos + 1] == b"\x00":
+        first = split_sections(body[da_pos:skip(body, da_pos)])[0]
+        if first.code == DELIVERY_ANNOTATIONS:
+            pairs = split_map(first.raw, first.value_at)
+            names = {_key_text(k) for k, _ in pairs}
+            extra = [(encode(Symbol(k)), encode(v)) for k, v in values.items()
+                     if k not in names]
+            merged = b"".join(k + v for k, v in pairs + extra)
+            count = 2 * (len(pairs) + len(extra))
+            mapped = (b"\xd1" + (len(merged) + 4).to_bytes(4, "big")
+                      + count.to_bytes(4, "big") + merged)
+            return (body[:da_pos] + b"\x00\x53\x71" + mapped
+                    + body[da_pos + len(first.raw):])
+    return body[:da_pos] + delivery_annotations(values) + body[da_pos:]
 
 
 class Request(NamedTuple):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import os
 import shutil
@@ -13,17 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .broker import Broker
-from .connection import Connection
+from .connection import IDLE_TIMEOUT, OPEN_TIMEOUT, Connection, ConnectionSettings
 from .storage import Policy
 
 _LOG = logging.getLogger(__name__)
 DEFAULT_EVENTHUBS = {"heartbeats": 4, "status": 1}
 KEY_NAME = "RootManageSharedAccessKey"
-KEY_VALUE = "SAS_KEY_VALUE"  # any key works: the emulator accepts every token
+KEY_VALUE = "SAS_KEY_VALUE"  # the key of Microsoft's emulator: public, fine on loopback
+KEEPALIVE_SECONDS = 60  # TCP keepalive: find peers that vanished without a FIN
 RETENTION_CHECK_SECONDS = 60.0
 
 
-def connection_string(host: str, port: int, eventhub: str | None = None) -> str:
+def connection_string(host: str, port: int, eventhub: str | None = None,
+                      key_name: str = KEY_NAME, key: str = KEY_VALUE) -> str:
     """The connection string Azure documents for its emulator (plain AMQP, no TLS)."""
     if host in ("", "0.0.0.0"):
         host = "127.0.0.1"
@@ -31,8 +34,8 @@ def connection_string(host: str, port: int, eventhub: str | None = None) -> str:
         host = "::1"
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    text = (f"Endpoint=sb://{host}:{port};SharedAccessKeyName={KEY_NAME};"
-            f"SharedAccessKey={KEY_VALUE};UseDevelopmentEmulator=true")
+    text = (f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};"
+            f"SharedAccessKey={key};UseDevelopmentEmulator=true")
     return text + (f";EntityPath={eventhub}" if eventhub else "")
 
 
@@ -45,6 +48,16 @@ class HubConfig:
     data_dir: Path | None = None  # None: a temporary directory, removed on stop
     eventhubs: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_EVENTHUBS))
     policy: Policy = field(default_factory=Policy)
+    key_name: str = KEY_NAME  # the shared access policy the connection string names
+    key: str = KEY_VALUE  # its key: tokens must be signed with it
+    open_timeout: float = OPEN_TIMEOUT  # seconds a client has to send its AMQP open
+    idle_timeout: float = IDLE_TIMEOUT  # seconds of silence before a connection is closed
+
+    def __post_init__(self) -> None:
+        if not self.key_name or not self.key or ";" in self.key_name + self.key:
+            raise ValueError("the key name and key must be non-empty and contain no ';'")
+        if self.open_timeout <= 0 or self.idle_timeout <= 0:
+            raise ValueError("open_timeout and idle_timeout must be positive")
 
 
 class HubServer:
@@ -59,10 +72,13 @@ class HubServer:
         self._upkeep: asyncio.Task | None = None
         self._temp_dir: str | None = None
         self._lock_fd: int | None = None
+        self._settings = ConnectionSettings({config.key_name: config.key},
+                                            config.open_timeout, config.idle_timeout)
 
     @property
     def connection_string(self) -> str:
-        return connection_string(self.config.host, self.port)
+        return connection_string(self.config.host, self.port, None, self.config.key_name,
+                                 self.config.key)
 
     async def start(self) -> str:
         """Open storage, bind, and start serving; return the connection string."""
@@ -110,10 +126,10 @@ class HubServer:
         self._connections.add(task)
         try:
             sock = writer.get_extra_info("socket")
-            if sock is not None:  # small frames (dispositions, flows) must not wait
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if sock is not None:
+                _tune(sock)
             assert self.broker is not None
-            await Connection(self.broker, reader, writer).run()
+            await Connection(self.broker, reader, writer, self._settings).run()
         except asyncio.CancelledError:
             # Cancelled by stop(): the connection already sent its AMQP close. Ending
             # normally keeps asyncio's stream callback from logging the cancellation.
@@ -155,6 +171,28 @@ class HubServer:
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
             self._temp_dir = None
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` is reachable only from this machine."""
+    if host in ("", "0.0.0.0", "::"):
+        return False
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    return all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+
+
+def _tune(sock: socket.socket) -> None:
+    """Options for an accepted socket."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small frames must not wait
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_SECONDS), ("TCP_KEEPINTVL", 10),
+                        ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, name):  # Linux; macOS has only some of them
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
 
 def _bind(host: str, port: int) -> socket.socket:

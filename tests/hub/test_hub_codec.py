@@ -69,16 +69,23 @@ def test_stamp_keeps_every_section_and_adds_broker_annotations():
     assert event.partition_key == "k"
     stored, da_pos = message.stamp(event, seq=5, offset=1234, enqueued_ms=1000, batch_key=None)
     parts = message.split_sections(stored)
-    assert [p.code for p in parts] == [message.HEADER, message.MESSAGE_ANNOTATIONS,
-                                       message.PROPERTIES, message.APPLICATION_PROPERTIES,
-                                       message.DATA]
+    assert [p.code for p in parts] == [message.HEADER, message.DELIVERY_ANNOTATIONS,
+                                       message.MESSAGE_ANNOTATIONS, message.PROPERTIES,
+                                       message.APPLICATION_PROPERTIES, message.DATA]
     assert da_pos == len(parts[0].raw)
-    annotations, _ = codec.decode(parts[1].raw, parts[1].value_at)
+    annotations, _ = codec.decode(parts[2].raw, parts[2].value_at)
     assert annotations == {"x-opt-partition-key": "k", "x-app": "v",
                            "x-opt-sequence-number": 5, "x-opt-offset": "1234",
                            "x-opt-enqueued-time": 1000}
     original = message.split_sections(sections)
-    assert [p.raw for p in parts[2:]] == [p.raw for p in original[3:]]  # byte for byte
+    assert parts[1].raw == original[1].raw  # the producer's delivery annotations
+    assert [p.raw for p in parts[3:]] == [p.raw for p in original[3:]]  # byte for byte
+    # Runtime metrics join the producer's delivery annotations in the one section.
+    merged = message.split_sections(
+        message.add_delivery_annotations(stored, da_pos, {"x-hop": 7, "last_seq": 9}))
+    assert [p.code for p in merged] == [p.code for p in parts]
+    assert codec.decode(merged[1].raw, merged[1].value_at)[0] == {"x-hop": 1, "last_seq": 9}
+    assert [p.raw for p in merged[2:]] == [p.raw for p in parts[2:]]
 
 
 def test_batch_envelope_gives_its_key_to_events_without_one():

@@ -149,6 +149,26 @@ def test_command_line_options(tmp_path):
     assert bad.returncode == 2 and "NAME:PARTITIONS" in bad.stderr
 
 
+def test_a_hub_beyond_loopback_says_so_and_uses_the_key_given(tmp_path):
+    hub = start_subprocess(data_dir=tmp_path / "a", host="0.0.0.0",
+                           extra_args=["--key-name", "Course", "--key", "s3cret"])
+    try:
+        assert "SharedAccessKeyName=Course;SharedAccessKey=s3cret;" in hub.connection_string
+        with producer(hub.connection_string) as client:
+            assert client.get_eventhub_properties()["partition_ids"] == ["0", "1", "2", "3"]
+        warnings = [line for line in hub.output().splitlines() if "beyond this machine" in line]
+        assert len(warnings) == 1 and "--key" not in warnings[0]
+    finally:
+        hub.stop()
+    with start_subprocess(data_dir=tmp_path / "b", host="0.0.0.0") as open_hub:
+        assert "pass --key" in open_hub.output()
+    with start_subprocess(data_dir=tmp_path / "c") as local:
+        assert "beyond this machine" not in local.output()
+    bad = subprocess.run([sys.executable, "-m", "streamlab.hub", "--key", "a;b"],
+                         capture_output=True, text=True, timeout=DEADLINE, env=_env())
+    assert bad.returncode == 1 and "contain no ';'" in bad.stderr
+
+
 def test_defaults_bind_loopback_with_the_course_hubs():
     args = parse_args([])
     assert args.host == "127.0.0.1" and args.port == 5672 and args.eventhub is None

@@ -16,6 +16,7 @@ from azure.eventhub import EventData
 from eventhub_clients import (
     DEADLINE, RawClient, Receiver, annotations, port_of, producer, receive, wait_for,
 )
+from raw_cbs import put_token, token_for
 from streamlab.hub import frames
 from streamlab.hub.codec import Symbol
 
@@ -24,8 +25,10 @@ EVERYTHING = "amqp.annotation.x-opt-offset > '-1'"
 
 
 def _raw(conn_str: str) -> RawClient:
+    """A raw client with a token for the whole namespace, as the SDK would put."""
     client = RawClient(port_of(conn_str))
     client.handshake()
+    assert put_token(client, "sb://127.0.0.1/", token_for(conn_str))[0] == 202
     return client
 
 
