@@ -96,9 +96,10 @@ def test_a_cell_that_still_holds_its_stub_is_not_started(tmp_path):
 
 def test_time_limit_interrupts_a_loop():
     with pytest.raises(CheckTimeout, match="0.2 s"):
-        with time_limit(0.2):
+        with time_limit(0.2) as running:
             while True:
                 pass
+    assert running.expired
 
 
 @pytest.mark.parametrize("error, status, words", [
@@ -165,20 +166,28 @@ def _with_cell(source_dir: Path, target_dir: Path, exercise: str, new_source: st
 
 
 def test_the_untouched_labs_grade_as_not_started(tmp_path):
-    out = _grade("labs", json_path=tmp_path / "grade.json")
-    assert out.returncode == 1, out.stdout + out.stderr
+    # Not started is not a failure (exit 0 without --complete), but --complete tells: 3.
+    out = _grade("labs", json_path=tmp_path / "grade.json", extra=("--complete",))
+    assert out.returncode == 3, out.stdout + out.stderr
     graded = json.loads((tmp_path / "grade.json").read_text())
+    total = 0
     for lab in graded["labs"]:
+        assert lab["status"] == "graded"
         for exercise in lab["exercises"]:
             assert exercise["status"] == "not-started", (lab["id"], exercise)
+            total += 1
+    assert graded["complete"] is False
+    assert graded["progress"]["next"]["id"] == "0.1"
     assert "Traceback" not in out.stdout + out.stderr
-    assert out.stdout.strip().splitlines()[-1].startswith("0 passed, ")
+    assert out.stdout.strip().splitlines()[-1] == f"0 passed, 0 failed, {total} not started"
+    assert f"Course progress: 0 of {total} exercises passed" in out.stdout
 
 
 def test_the_solutions_pass_every_check(tmp_path):
-    out = _grade("solutions", json_path=tmp_path / "grade.json")
+    out = _grade("solutions", json_path=tmp_path / "grade.json", extra=("--complete",))
     assert out.returncode == 0, out.stdout + out.stderr
     graded = json.loads((tmp_path / "grade.json").read_text())
+    assert graded["complete"] is True and graded["progress"]["next"] is None
     failing = [(e["id"], e["message"]) for lab in graded["labs"] for e in lab["exercises"]
                if e["status"] != "passed"]
     assert failing == []
@@ -212,3 +221,57 @@ def test_broken_cells_get_one_line_reasons(tmp_path):
     assert exercises["0.3"]["status"] == "failed" and "did not finish within" in loop
     assert "endless loop" in loop
     assert "Traceback" not in out.stdout
+
+
+def test_a_missing_tag_and_sys_exit_name_their_cells(tmp_path):
+    path = _write(tmp_path, new_markdown_cell("# intro"),
+                  _code("import sys\ndef f():\n    return 1\nsys.exit(1)", "exercise-1.1"))
+    loaded = loader.load_notebook(path, expected=["1.1", "1.2"])
+    exited = loaded.problem_for("1.1")
+    assert exited.kind == "exit" and exited.sentence().startswith(
+        "Running cell 2 (exercise 1.1) ended the program with sys.exit(1) (line 4")
+    assert loaded.f() == 1  # what the cell defined before it exited still counts
+    missing = loaded.problem_for("1.2")
+    assert missing.kind == "missing-tag" and "No cell of" in missing.sentence()
+    assert "tagged exercise-1.2" in missing.sentence()
+
+
+def test_next_up_is_the_first_exercise_not_passed_and_the_tally_tells_them_apart():
+    lab = registry.lab("00")
+    first, second, third = lab.exercises[:3]
+    results = [CheckResult("00", first.id, "a", Verdict(PASSED, "")),
+               CheckResult("00", second.id, "b", Verdict(FAILED, "Expected 5 rows.")),
+               CheckResult("00", third.id, "c", Verdict(NOT_STARTED, "not done"))]
+    graded = report.grade([lab], results)
+    assert graded["progress"]["next"]["id"] == second.id
+    assert (graded["progress"]["passed"], graded["progress"]["failed"],
+            graded["progress"]["not-started"]) == (1, 1, 1)
+    text = report.render(graded)
+    assert f"Next up: exercise {second.id}" in text and "(failed)" in text
+    assert text.splitlines()[-1] == "1 passed, 1 failed, 1 not started"
+    assert f"Hint: {' '.join(second.hint.split())}" in " ".join(text.split())
+    # Graded alone, one exercise; the course tally counts an earlier run's other labs.
+    only = report.grade([lab], results[:1], exercises={first.id}, earlier={
+        "status": "graded", "notebooks": "labs",
+        "labs": [{"id": "01", "exercises": [{"id": "1.1", "title": "t", "status": "passed"}]}]})
+    assert [e["id"] for e in only["labs"][0]["exercises"]] == [first.id]
+    assert only["progress"]["course_passed"] == 2 and only["complete"] is True
+    assert "Course progress: 2 of 2 exercises passed" in report.render(only)
+
+
+def test_nox_check_grades_chosen_exercises_without_nox_noise(tmp_path):
+    # As a learner types it: the table is the last thing printed, with nothing red after it.
+    nox = REPO_ROOT / ".venv" / "bin" / "nox"
+    if not nox.exists():
+        pytest.skip("nox is not installed in .venv")
+    grade_json = tmp_path / "grade.json"
+    out = subprocess.run(
+        [str(nox), "-s", "check", "--", "00", "--notebooks", "solutions",
+         "--exercise", "0.1", "--exercise", "0.3", "--json", str(grade_json)],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text
+    assert "uv binary not found" not in text and "Session check" not in text
+    assert out.stdout.strip().splitlines()[-1] == "2 passed, 0 failed"
+    exercises = json.loads(grade_json.read_text())["labs"][0]["exercises"]
+    assert [(e["id"], e["status"]) for e in exercises] == [("0.1", "passed"), ("0.3", "passed")]

@@ -2,11 +2,26 @@
 
 - :mod:`.loader` runs the graded cells of a notebook.
 - :mod:`.plugin` is the pytest plugin the checks in ``checks/`` run under.
+- :mod:`.child` runs the checks, and so the learner's code, in a process of its own;
+  :mod:`.supervisor` keeps a hard time limit on it and blames what killed it;
+  :mod:`.events` is what the two say to each other.
 - :mod:`.verdict` turns what a check raised into a status and a sentence.
-- :mod:`.report` prints the table and writes ``build/grade.json``.
+- :mod:`.report` prints the table and writes ``build/grade.json``; :mod:`.saving` notices
+  a notebook whose kernel ran newer code than its file holds.
 """
 
-from streamlab.grading.loader import LoadedNotebook, load_notebook
-from streamlab.grading.plugin import exercise
-
 __all__ = ["LoadedNotebook", "exercise", "load_notebook"]
+
+
+def __getattr__(name: str):
+    # Imported on first use: ``python -m streamlab.grading`` supervises and never needs
+    # the loader (nbformat) or pytest itself.
+    if name in ("LoadedNotebook", "load_notebook"):
+        from streamlab.grading import loader
+
+        return getattr(loader, name)
+    if name == "exercise":
+        from streamlab.grading.plugin import exercise
+
+        return exercise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,75 +1,113 @@
-"""``python -m streamlab.grading [LAB ...]``: grade the lab notebooks (``nox -s check``)."""
+"""``python -m streamlab.grading [LAB ...]``: grade the lab notebooks (``nox -s check``).
+
+The learner's code never runs in this process: the checks run in a child process
+(:mod:`streamlab.grading.supervisor`) under a hard wall-clock limit.
+
+Exit status: 0 when no exercise failed (passed or not started: an untouched lab is not an
+error), 1 when an exercise failed or a lab could not be graded, 2 for a wrong command line,
+and, with ``--complete``, 3 when nothing failed but some exercise is not started yet.
+``build/grade.json`` says the same in ``"complete"``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
-import pytest
-
 from streamlab import registry
-from streamlab.grading import report
-from streamlab.grading.plugin import results
-from streamlab.paths import BUILD_DIR, REPO_ROOT
+from streamlab.grading import report, saving, supervisor
+from streamlab.paths import BUILD_DIR
+
+#: Exit statuses.
+OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3
 
 
-class _Recorder:
-    """Keeps the pytest config and any check file that failed to import."""
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nox -s check --", description=__doc__.split("\n")[0])
+    parser.add_argument("labs", nargs="*", help="lab ids to grade, e.g. 04 (default: all, or "
+                                                "the labs of the exercises named)")
+    parser.add_argument("--notebooks", default="labs",
+                        help="folder of notebooks to grade (default: labs)")
+    parser.add_argument("--exercise", action="append", default=[], metavar="ID",
+                        help="grade only this exercise, e.g. 4.2 (repeatable); the others "
+                             "are left out of the table and of the JSON")
+    parser.add_argument("--json", default=str(BUILD_DIR / "grade.json"),
+                        help="where to write the grade as JSON")
+    parser.add_argument("--complete", action="store_true",
+                        help="exit 3 unless every exercise graded has passed")
+    parser.add_argument("--max-check-seconds", type=float, default=None, help=argparse.SUPPRESS)
+    return parser
 
-    def __init__(self) -> None:
-        self.config: pytest.Config | None = None
-        self.broken: list[str] = []
 
-    def pytest_configure(self, config: pytest.Config) -> None:
-        self.config = config
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            last = report.longreprtext.strip().splitlines()[-1:] or ["?"]
-            self.broken.append(f"{report.nodeid}: {last[0]}")
+def _choose(labs: list[str], exercises: list[str]) -> list[registry.Lab]:
+    """The labs to grade, checking that every lab and exercise named exists."""
+    chosen = [registry.lab(i) for i in labs]
+    for exercise_id in exercises:
+        try:
+            lab = registry.lab(exercise_id.partition(".")[0])
+        except registry.RegistryError:
+            raise registry.RegistryError(
+                f"there is no exercise {exercise_id!r}: exercises are named like 4.2") from None
+        lab.exercise(exercise_id)
+        if lab not in chosen:
+            if labs:
+                raise registry.RegistryError(
+                    f"exercise {exercise_id} is in lab {lab.id}, which is not among the "
+                    f"labs named ({', '.join(labs)})")
+            chosen.append(lab)
+    return chosen or list(registry.labs())
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nox -s check --", description=__doc__)
-    parser.add_argument("labs", nargs="*", help="lab ids to grade, e.g. 04 (default: all)")
-    parser.add_argument("--notebooks", default="labs",
-                        help="folder of notebooks to grade (default: labs)")
-    parser.add_argument("--json", default=str(BUILD_DIR / "grade.json"),
-                        help="where to write the grade as JSON")
-    parser.add_argument("--max-check-seconds", type=float, default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     try:
-        chosen = [registry.lab(i) for i in args.labs] or list(registry.labs())
+        chosen = _choose(args.labs, args.exercise)
     except registry.RegistryError as error:
-        print(error, file=sys.stderr)
-        return 2
+        text = str(error).rstrip(".")
+        print(f"{text[:1].upper()}{text[1:]}.", file=sys.stderr)
+        return USAGE
     missing = [lab for lab in chosen if not lab.check_file.exists()]
     if missing:
-        print("no checks for lab(s) " + ", ".join(lab.id for lab in missing), file=sys.stderr)
-        return 2
+        print("No checks for lab(s) " + ", ".join(lab.id for lab in missing) +
+              f" ({supervisor.REPORT_BUGS}).", file=sys.stderr)
+        return USAGE
 
+    json_path = Path(args.json)
+    earlier = report.read_json(json_path)
+    # Whatever happens from here on, no earlier grade stays in place.
+    report.write_json({"status": "in-progress", "notebooks": args.notebooks, "labs": []},
+                      json_path)
     print(f"Grading {len(chosen)} lab(s) in {args.notebooks}/ ...", flush=True)
-    recorder = _Recorder()
-    pytest.main(
-        [str(lab.check_file) for lab in chosen]
-        + (["--max-check-seconds", str(args.max_check_seconds)] if args.max_check_seconds else [])
-        + ["--notebooks", args.notebooks, "-p", "no:terminal", "-p", "no:cacheprovider",
-           "--rootdir", str(REPO_ROOT), "-c", str(REPO_ROOT / "checks" / "pytest.ini")],
-        plugins=[recorder],
-    )
-    if recorder.broken or recorder.config is None:
-        print("The checks themselves could not be loaded (a course bug, please report it):")
-        for line in recorder.broken:
-            print(f"  {line}")
-        return 2
-    graded = report.grade(chosen, results(recorder.config))
-    report.write_json(graded, Path(args.json))
+    outcome = supervisor.run(chosen, args.notebooks, exercises=args.exercise,
+                             max_check_seconds=args.max_check_seconds,
+                             log_path=json_path.with_name("grade.log"))
+    graded = report.grade(chosen, outcome.results, lab_errors=outcome.lab_errors,
+                          cells=outcome.cells, exercises=set(args.exercise) or None,
+                          notebooks=args.notebooks, earlier=earlier)
+    graded["unsaved"] = saving.warnings(chosen, graded, args.notebooks)
+    report.write_json(graded, json_path)
     print()
     print(report.render(graded))
     tally = report.counts(graded)
-    return 0 if tally["passed"] == sum(tally.values()) else 1
+    if tally["failed"] or outcome.lab_errors:
+        return FAILED
+    if args.complete and not graded["complete"]:
+        return INCOMPLETE
+    return OK
+
+
+def _stop(signum, frame) -> None:
+    # A front end that stops the grader (SIGTERM) stops its child too: the supervisor's
+    # cleanup runs on the way out.
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("\nGrading stopped.", file=sys.stderr)
+        sys.exit(130)

@@ -2,8 +2,11 @@
 
 Only cells tagged ``exercise-N.M`` or ``graded-setup`` run, in notebook order, in a new
 module: never the live kernel, so a name left over from an earlier run cannot make a
-check pass. A cell that fails to compile or raises is recorded against its exercise and
-the remaining cells still run, so one broken exercise does not hide the others.
+check pass. A cell that fails to compile, raises, calls ``sys.exit()`` or leaves a streaming
+query running is recorded against its exercise and the remaining cells still run, so one
+broken exercise does not hide the others. Two cells with the same exercise tag, or an
+exercise with no tagged cell, are recorded too. A file that is not a notebook raises
+:class:`NotebookUnreadable`: that is the file's fault, not the code's.
 """
 
 from __future__ import annotations
@@ -12,16 +15,14 @@ import linecache
 import sys
 import traceback
 import types
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from streamlab.authoring import NOT_DONE, NOT_DONE_PATTERN, exercise_id, is_graded
-from streamlab.grading.timeout import CheckTimeout, time_limit
-
-#: How long one cell may take to define its functions and classes.
-CELL_TIME_LIMIT = 30.0
+from streamlab.grading.timeout import CELL_TIME_LIMIT, CheckTimeout, time_limit
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,9 @@ class CellProblem:
     """A graded cell that did not run to the end."""
 
     exercise: str | None  # None for a graded-setup cell, which every exercise needs
-    cell_number: int  # 1-based position in the notebook, markdown cells included
-    kind: str  # "syntax", "error", "timeout" or "not-done"
+    cell_number: int  # 1-based position in the notebook, markdown cells included; 0: none
+    kind: str  # "syntax", "error", "exit", "query", "timeout", "crash", "duplicate",
+    #            "missing-tag" or "not-done"
     detail: str
 
     @property
@@ -46,7 +48,49 @@ class CellProblem:
                     "level of the cell?")
         if self.kind == "not-done":
             return f"Exercise {self.exercise} is not done yet."
+        if self.kind == "exit":
+            return (f"Running {self.where} ended the program with {self.detail}: a cell must "
+                    "not call sys.exit() or exit(); remove the call.")
+        if self.kind == "query":
+            return (f"Running {self.where} left a streaming query running ({self.detail}): "
+                    "start queries inside your function and stop them (availableNow and "
+                    "awaitTermination(), or query.stop()) before it returns.")
+        if self.kind == "crash":
+            return f"Running {self.where} {self.detail}"
+        if self.kind in ("duplicate", "missing-tag"):
+            return self.detail
         return f"Running {self.where} failed: {self.detail}"
+
+
+class NotebookUnreadable(Exception):
+    """The notebook file cannot be read: not the learner's code, the file itself."""
+
+    def __init__(self, path: Path, detail: str):
+        self.path = path
+        self.detail = " ".join(detail.split())[:200]
+        super().__init__(
+            f"{_shown(path)} is not a valid notebook ({self.detail}). Your code was not run: "
+            f"restore the file with `git checkout -- {_shown(path)}` (or re-download it), or "
+            "open it in a text editor and repair it.")
+
+
+class NotebookMissing(NotebookUnreadable):
+    """There is no notebook file where the lab's notebook should be."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.detail = "no such file"
+        Exception.__init__(
+            self, f"There is no notebook at {_shown(path)}: restore it with "
+                  f"`git checkout -- {_shown(path)}`, or grade another folder with --notebooks.")
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working folder when it is inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 class MissingName(AttributeError):
@@ -66,6 +110,7 @@ class LoadedNotebook:
     module: types.ModuleType
     problems: list[CellProblem] = field(default_factory=list)
     exercises: set[str] = field(default_factory=set)
+    cells: dict[str, int] = field(default_factory=dict)  # exercise -> its (first) cell number
 
     def problem_for(self, exercise: str) -> CellProblem | None:
         """The first problem that stops ``exercise`` from being checked, if any."""
@@ -97,10 +142,37 @@ def _register_source(filename: str, source: str) -> None:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
 
-def load_notebook(path: str | Path, module_name: str | None = None) -> LoadedNotebook:
-    """Run the graded cells of the notebook at ``path`` in a new module."""
+#: Called with (exercise or None, cell number) before a graded cell runs, and with
+#: (None, 0) after it; the grader's supervisor uses it to know which cell is running.
+CellHook = Callable[[str | None, int], None]
+
+
+def read_notebook(path: str | Path) -> nbformat.NotebookNode:
+    """The notebook at ``path``, or :class:`NotebookUnreadable` saying what is wrong with it."""
     path = Path(path)
-    notebook = nbformat.read(path, as_version=4)
+    if not path.is_file():
+        raise NotebookMissing(path)
+    try:
+        return nbformat.read(path, as_version=4)
+    except nbformat.reader.NotJSONError:
+        raise NotebookUnreadable(path, "it is not complete JSON: cut short, or a merge or "
+                                       "an edit by hand broke it") from None
+    except Exception as error:  # UnicodeDecodeError, a schema error, ...
+        raise NotebookUnreadable(path, f"{type(error).__name__}: {error}"[:160]) from None
+
+
+def load_notebook(path: str | Path, module_name: str | None = None, *,
+                  expected: Collection[str] = (), skip: Mapping[int, CellProblem] | None = None,
+                  on_cell: CellHook | None = None,
+                  cell_time_limit: float | None = None) -> LoadedNotebook:
+    """Run the graded cells of the notebook at ``path`` in a new module.
+
+    ``expected`` names the exercises that should each have one tagged cell; ``skip`` maps
+    cell numbers to a problem already known for them (the cell is not run again);
+    ``on_cell`` is told which cell runs.
+    """
+    path = Path(path)
+    notebook = read_notebook(path)
     name = module_name or f"notebook_{path.stem.replace('-', '_')}"
     module = types.ModuleType(name, f"Graded cells of {path.name}")
     module.__file__ = str(path)
@@ -111,41 +183,117 @@ def load_notebook(path: str | Path, module_name: str | None = None) -> LoadedNot
 
     cloudpickle.register_pickle_by_value(module)
     loaded = LoadedNotebook(path=path, module=module)
+    tagged: dict[str, list[int]] = {}
     for number, cell in enumerate(notebook.cells, start=1):
         if not is_graded(cell):
             continue
         exercise = exercise_id(cell)
         if exercise:
             loaded.exercises.add(exercise)
+            loaded.cells.setdefault(exercise, number)
+            tagged.setdefault(exercise, []).append(number)
+        if skip and number in skip:
+            loaded.problems.append(skip[number])
+            continue
         filename = f"<{path.stem} cell {number}>"
         _register_source(filename, cell.source)
-        problem = _run_cell(cell.source, filename, module, exercise, number)
+        if on_cell:
+            on_cell(exercise, number)
+        problem = _run_cell(cell.source, filename, module, exercise, number,
+                            cell_time_limit or CELL_TIME_LIMIT)
+        if on_cell:
+            on_cell(None, 0)
         if problem is None and exercise and NOT_DONE.format(id=exercise) in cell.source:
             # The stub is still there: nothing of this exercise can pass yet, so say so
             # without running checks (some of which would start Spark for nothing).
             problem = CellProblem(exercise, number, "not-done", "the cell still raises")
         if problem:
             loaded.problems.append(problem)
+    # Tag problems come first: they explain whatever the cells themselves did.
+    loaded.problems[:0] = _tag_problems(path, tagged, expected)
     return loaded
 
 
+def _tag_problems(path: Path, tagged: dict[str, list[int]],
+                  expected: Collection[str]) -> list[CellProblem]:
+    problems = []
+    for exercise, numbers in sorted(tagged.items()):
+        if len(numbers) > 1:
+            listed = ", ".join(str(n) for n in numbers[:-1]) + f" and {numbers[-1]}"
+            count = {2: "Two", 3: "Three"}.get(len(numbers), str(len(numbers)))
+            problems.append(CellProblem(exercise, numbers[-1], "duplicate", (
+                f"{count} cells are tagged exercise-{exercise}: cells {listed}; keep one "
+                "(delete the other cells, or remove their tag), so the grader knows which "
+                "is your answer.")))
+    for exercise in expected:
+        if exercise not in tagged:
+            problems.append(CellProblem(exercise, 0, "missing-tag", (
+                f"No cell of {_shown(path)} is tagged exercise-{exercise}: put the tag back on "
+                "the cell with your code for it (JupyterLab: the cell's property inspector, "
+                "Cell Tags), or restore the cell from the lab.")))
+    return problems
+
+
 def _run_cell(source: str, filename: str, module: types.ModuleType,
-              exercise: str | None, number: int) -> CellProblem | None:
+              exercise: str | None, number: int, limit: float) -> CellProblem | None:
     try:
         code = compile(source, filename, "exec")
     except SyntaxError as error:
         text = (error.text or "").strip()
         detail = f"line {error.lineno}: {error.msg}" + (f": `{text}`" if text else "")
         return CellProblem(exercise, number, "syntax", detail)
+    running = None
     try:
-        with time_limit(CELL_TIME_LIMIT):
+        with time_limit(limit) as running:
             exec(code, module.__dict__)
     except CheckTimeout as error:
         return CellProblem(exercise, number, "timeout", str(error))
-    except NotImplementedError as error:
-        if NOT_DONE_PATTERN.match(str(error)):
-            return CellProblem(exercise, number, "not-done", str(error))
-        return CellProblem(exercise, number, "error", describe_error(error, filename))
-    except Exception as error:  # the learner's code may raise anything
-        return CellProblem(exercise, number, "error", describe_error(error, "<"))
+    except BaseException as error:
+        if running is not None and running.expired:
+            # A library (py4j) caught the timeout and raised its own error instead.
+            return CellProblem(exercise, number, "timeout", str(running.error()))
+        return _cell_error(error, filename, exercise, number)
+    finally:
+        leftover = _stop_leftover_queries()
+    if leftover:
+        return CellProblem(exercise, number, "query", leftover)
     return None
+
+
+def _cell_error(error: BaseException, filename: str, exercise: str | None,
+                number: int) -> CellProblem:
+    """The problem for a cell that raised ``error``."""
+    if isinstance(error, KeyboardInterrupt):
+        raise error
+    if isinstance(error, NotImplementedError) and NOT_DONE_PATTERN.match(str(error)):
+        return CellProblem(exercise, number, "not-done", str(error))
+    if isinstance(error, NotImplementedError):
+        return CellProblem(exercise, number, "error", describe_error(error, filename))
+    if isinstance(error, SystemExit):
+        call = f"sys.exit({error.code!r})" if error.code is not None else "sys.exit()"
+        where = describe_error(error, filename).partition(" (")[2].rstrip(")")
+        return CellProblem(exercise, number, "exit", call + (f" ({where})" if where else ""))
+    return CellProblem(exercise, number, "error", describe_error(error, "<"))
+
+
+def _stop_leftover_queries() -> str:
+    """Stop the streaming queries a cell left running; describe them ("" when none)."""
+    if "pyspark" not in sys.modules:
+        return ""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession._instantiatedSession
+    if session is None:
+        return ""
+    try:
+        active = list(session.streams.active)
+    except Exception:  # a session whose JVM is gone has no queries to stop
+        return ""
+    names = []
+    for query in active:
+        names.append(f"query {query.name!r}" if query.name else f"query {query.id}")
+        try:
+            query.stop()
+        except Exception:  # already stopping; the check's fixture stops what is left
+            pass
+    return ", ".join(names)

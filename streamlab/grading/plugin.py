@@ -13,35 +13,30 @@ exercise they grade::
 Fixtures: ``nb`` (the lab's graded cells, loaded by :mod:`streamlab.grading.loader` from
 the folder given by ``--notebooks``), ``spark`` (the shared session; the test's queries are
 stopped afterwards) and ``checkpoint_dir`` (a fresh folder per test).
+
+The plugin runs inside the grading child (:mod:`streamlab.grading.child`): it tells the
+supervisor, through :mod:`streamlab.grading.events`, which cell and which check is running
+and each verdict as soon as it is known.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from streamlab import registry
-from streamlab.grading.loader import LoadedNotebook, load_notebook
-from streamlab.grading.timeout import time_limit
-from streamlab.grading.verdict import CellFailed, Verdict, verdict_for
+from streamlab.grading import events
+from streamlab.grading.loader import (CellProblem, LoadedNotebook, NotebookUnreadable,
+                                      load_notebook)
+from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT, time_limit
+from streamlab.grading.verdict import CellFailed, CheckResult, verdict_for
 from streamlab.paths import REPO_ROOT
 from streamlab.spark_fixtures import checkpoint_dir, pytest_unconfigure, spark  # noqa: F401
 
-#: Time limit of one check unless its marker says otherwise.
-DEFAULT_TIMEOUT = 30.0
-
 _LAB_FILE = re.compile(r"test_lab(\d+)\.py$")
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    lab: str
-    exercise: str
-    check: str
-    verdict: Verdict
 
 
 def exercise(exercise_id: str, *, timeout: float = DEFAULT_TIMEOUT):
@@ -54,7 +49,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--notebooks", default="labs",
                     help="folder whose notebooks are graded: labs (default) or solutions")
     group.addoption("--max-check-seconds", type=float, default=None,
-                    help="cap every check's time limit (for testing the grader itself)")
+                    help="cap every check's time limit, and set every cell's (for testing "
+                         "the grader itself)")
+    group.addoption("--exercise", action="append", default=[],
+                    help="grade only this exercise (repeatable)")
+    group.addoption("--grading-plan", default=None,
+                    help="JSON: checks already graded and cells not to run again")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -64,7 +64,28 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _results_key = pytest.StashKey[list[CheckResult]]()
-_notebooks_key = pytest.StashKey[dict[str, LoadedNotebook]]()
+_notebooks_key = pytest.StashKey[dict[str, LoadedNotebook | NotebookUnreadable]]()
+
+
+def _plan(config: pytest.Config) -> dict:
+    """What earlier children did: checks graded, exercises given up, cells not to run again."""
+    path = config.getoption("grading_plan")
+    return json.loads(Path(path).read_text()) if path else {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wanted = set(config.getoption("exercise"))
+    plan = _plan(config)
+    done, given_up = set(plan.get("done", [])), set(plan.get("given_up", []))
+    keep, drop = [], []
+    for item in items:
+        exercise_id = _exercise_marker(item).args[0]
+        skipped = ((wanted and exercise_id not in wanted) or item.nodeid in done
+                   or f"{lab_of(item)}:{exercise_id}" in given_up)
+        (drop if skipped else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def results(config: pytest.Config) -> list[CheckResult]:
@@ -91,20 +112,51 @@ def notebooks_dir(config: pytest.Config) -> Path:
     return folder if folder.is_absolute() else REPO_ROOT / folder
 
 
+def _cap(config: pytest.Config, limit: float) -> float:
+    cap = config.getoption("max_check_seconds")
+    return min(limit, cap) if cap else limit
+
+
 def _notebook_for(item: pytest.Item) -> LoadedNotebook:
     lab = registry.lab(lab_of(item))
     cache = item.config.stash[_notebooks_key]
     if lab.id not in cache:
-        cache[lab.id] = load_notebook(lab.notebook(notebooks_dir(item.config)))
-    return cache[lab.id]
+        known = _plan(item.config).get("cells", {}).get(lab.id, {})
+        skip = {int(n): CellProblem(**fields) for n, fields in known.items()}
+
+        def on_cell(exercise_id: str | None, number: int) -> None:
+            events.emit("cell", lab=lab.id, exercise=exercise_id, cell=number)
+
+        try:
+            cache[lab.id] = load_notebook(
+                lab.notebook(notebooks_dir(item.config)),
+                expected=[e.id for e in lab.exercises], skip=skip, on_cell=on_cell,
+                cell_time_limit=item.config.getoption("max_check_seconds") or CELL_TIME_LIMIT)
+        except NotebookUnreadable as error:
+            cache[lab.id] = error
+            events.emit("lab-error", lab=lab.id, message=str(error))
+        else:
+            events.emit("cells", lab=lab.id, cells=cache[lab.id].cells)
+    loaded = cache[lab.id]
+    if isinstance(loaded, NotebookUnreadable):
+        raise loaded
+    return loaded
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Before any fixture: a check whose cells did not run stops here, without starting Spark.
-    problem = _notebook_for(item).problem_for(_exercise_marker(item).args[0])
+    exercise_id = _exercise_marker(item).args[0]
+    events.emit("phase", lab=lab_of(item), exercise=exercise_id, check=item.nodeid,
+                phase="setup")
+    problem = _notebook_for(item).problem_for(exercise_id)
     if problem:
         raise CellFailed(problem)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    events.emit("phase", lab=lab_of(item), exercise=_exercise_marker(item).args[0],
+                check=item.nodeid, phase="teardown")
 
 
 @pytest.fixture
@@ -115,10 +167,18 @@ def nb(request: pytest.FixtureRequest) -> LoadedNotebook:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    limit = _exercise_marker(item).kwargs.get("timeout", DEFAULT_TIMEOUT)
-    cap = item.config.getoption("max_check_seconds")
-    with time_limit(min(limit, cap) if cap else limit):
-        return (yield)
+    marker = _exercise_marker(item)
+    limit = _cap(item.config, marker.kwargs.get("timeout", DEFAULT_TIMEOUT))
+    events.emit("phase", lab=lab_of(item), exercise=marker.args[0], check=item.nodeid,
+                phase="call", limit=limit)
+    with time_limit(limit) as running:
+        try:
+            return (yield)
+        except BaseException:
+            if running.expired:
+                # A library (py4j) caught the timeout and raised its own error instead.
+                raise running.error() from None
+            raise
 
 
 @pytest.hookimpl(wrapper=True)
@@ -130,6 +190,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         exercise_id = _exercise_marker(item).args[0]
         verdict = verdict_for(error, exercise_id)
         results(item.config).append(CheckResult(lab_of(item), exercise_id, item.name, verdict))
+        events.emit("result", lab=lab_of(item), exercise=exercise_id, check=item.nodeid,
+                    status=verdict.status, message=verdict.message)
         if verdict.message:
             report.sections.append(("grade", verdict.message))
     return report

@@ -1,37 +1,117 @@
-"""The grade: a table per lab for the terminal and ``build/grade.json`` for any front end."""
+"""The grade: a table per lab for the terminal and ``build/grade.json`` for any front end.
+
+``build/grade.json`` (written atomically: first ``{"status": "in-progress"}``, then the
+grade)::
+
+    {"status": "graded", "notebooks": "labs", "complete": false,
+     "earlier_labs": [...],  # other labs, as an earlier run graded them
+     "labs": [{"id": "00", "title": "...", "status": "graded" | "error", "message": "",
+               "exercises": [{"id": "0.1", "title": "...", "cell": 5,
+                              "status": "passed" | "failed" | "not-started",
+                              "message": "...", "hint": "..."}]}],
+     "progress": {"passed": 1, "failed": 1, "not-started": 1, "total": 3,
+                  "course_passed": 4, "course_total": 44,
+                  "labs": [{"id": "00", "passed": 1, "total": 3, "earlier": false}],
+                  "next": {"lab": "00", "id": "0.2", "title": "...", "status": "failed"}},
+     "unsaved": [{"lab": "00", "exercise": "0.3", "message": "... Did you save? ..."}]}
+
+With ``--exercise``, a lab lists only the exercises graded.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import textwrap
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 
-from streamlab.grading.plugin import CheckResult
-from streamlab.grading.verdict import FAILED, NOT_STARTED, PASSED, Verdict, combine
+from streamlab.grading.verdict import (FAILED, NOT_STARTED, PASSED, CheckResult, Verdict,
+                                       combine)
 from streamlab.registry import Lab
 
 _SYMBOL = {PASSED: "✓", FAILED: "✗", NOT_STARTED: "○"}
 _WORD = {PASSED: "passed", FAILED: "failed", NOT_STARTED: "not started"}
 
 
-def grade(labs: list[Lab], results: list[CheckResult]) -> dict:
-    """The grade in the shape of ``build/grade.json``."""
+def grade(labs: list[Lab], results: list[CheckResult], *,
+          lab_errors: Mapping[str, str] | None = None,
+          cells: Mapping[str, Mapping[str, int]] | None = None,
+          exercises: set[str] | None = None, notebooks: str = "labs",
+          earlier: dict | None = None) -> dict:
+    """The grade in the shape of ``build/grade.json``.
+
+    ``exercises`` limits the grade to those exercises (the others are left out);
+    ``earlier`` is a previous grade whose other labs count towards the course's progress.
+    """
+    lab_errors, cells = lab_errors or {}, cells or {}
     by_exercise: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
     for result in results:
         by_exercise[(result.lab, result.exercise)].append(result.verdict)
-    return {"labs": [
-        {"id": lab.id, "title": lab.title, "exercises": [
-            {"id": e.id, "title": e.title, **_fields(combine(by_exercise[(lab.id, e.id)])),
-             "hint": e.hint}
-            for e in lab.exercises
-        ]}
-        for lab in labs
-    ]}
+    entries = []
+    for lab in labs:
+        error = lab_errors.get(lab.id, "")
+        rows = []
+        for e in lab.exercises:
+            if exercises and e.id not in exercises:
+                continue
+            verdicts = by_exercise[(lab.id, e.id)]
+            verdict = combine(verdicts)
+            if error and (not verdicts or verdict.status != PASSED):
+                # A lab that could not be graded says why once, for all its exercises.
+                verdict = Verdict(FAILED, error)
+            cell = cells.get(lab.id, {}).get(e.id)
+            if verdict.status == FAILED and cell and "cell" not in verdict.message.lower():
+                # Say where the learner's code is, when the sentence does not.
+                verdict = Verdict(FAILED, f"Cell {cell}: {verdict.message}")
+            rows.append({"id": e.id, "title": e.title, "cell": cell, **_fields(verdict),
+                         "hint": e.hint})
+        entries.append({"id": lab.id, "title": lab.title,
+                        "status": "error" if error else "graded", "message": error,
+                        "exercises": rows})
+    graded = {"status": "graded", "notebooks": notebooks, "labs": entries,
+              "earlier_labs": _carried(entries, notebooks, earlier)}
+    graded["progress"] = _progress(graded)
+    graded["complete"] = all(e["status"] == PASSED for lab in entries for e in lab["exercises"])
+    return graded
 
 
 def _fields(verdict: Verdict) -> dict:
     return {"status": verdict.status, "message": verdict.message}
+
+
+def _carried(entries: list[dict], notebooks: str, earlier: dict | None) -> list[dict]:
+    """The labs of an earlier grade of the same notebooks that this run did not grade."""
+    if not earlier or earlier.get("status") != "graded" or earlier.get("notebooks") != notebooks:
+        return []
+    this_run = {lab["id"] for lab in entries}
+    carried: dict[str, dict] = {}
+    for lab in [*earlier.get("labs", []), *earlier.get("earlier_labs", [])]:
+        if isinstance(lab, dict) and lab.get("id") not in this_run:
+            carried.setdefault(lab["id"], lab)
+    return [carried[key] for key in sorted(carried)]
+
+
+def _progress(graded: dict) -> dict:
+    """The course-wide tally: this run's labs, plus the other labs of an earlier run."""
+    tally = counts(graded)
+    labs = [(lab, False) for lab in graded["labs"]]
+    labs += [(lab, True) for lab in graded.get("earlier_labs", [])]
+    labs.sort(key=lambda pair: pair[0]["id"])
+    rows, upcoming = [], None
+    for lab, old in labs:
+        exercises = lab.get("exercises", [])
+        rows.append({"id": lab["id"], "earlier": old, "total": len(exercises),
+                     "passed": sum(e.get("status") == PASSED for e in exercises)})
+        if upcoming is None:
+            upcoming = next(({"lab": lab["id"], "id": e.get("id"), "title": e.get("title", ""),
+                              "status": e.get("status"), "hint": e.get("hint", "")}
+                             for e in exercises if e.get("status") != PASSED), None)
+    return {**tally, "total": sum(tally.values()), "labs": rows, "next": upcoming,
+            "course_passed": sum(r["passed"] for r in rows),
+            "course_total": sum(r["total"] for r in rows)}
 
 
 def counts(graded: dict) -> dict[str, int]:
@@ -42,35 +122,72 @@ def counts(graded: dict) -> dict[str, int]:
     return tally
 
 
+def summary(tally: Mapping[str, int]) -> str:
+    """``2 passed, 1 failed, 3 not started``: the closing line."""
+    line = f"{tally[PASSED]} passed, {tally[FAILED]} failed"
+    if tally[NOT_STARTED]:
+        line += f", {tally[NOT_STARTED]} not started"
+    return line
+
+
 def render(graded: dict, width: int = 88) -> str:
     """The table a learner reads after ``nox -s check``."""
     lines: list[str] = []
     wrap = textwrap.TextWrapper(width=width, initial_indent=" " * 9, subsequent_indent=" " * 9)
     for lab in graded["labs"]:
         lines.append(f"Lab {lab['id']} · {lab['title']}")
+        if lab.get("status") == "error":
+            lines.extend(wrap.wrap(f"Not graded: {lab['message']}"))
         for exercise in lab["exercises"]:
             status = exercise["status"]
             head = f"  {_SYMBOL[status]} {exercise['id']:<5} {exercise['title']}"
             lines.append(f"{head:<{width - 12}} {_WORD[status]}")
-            if status == FAILED:
+            if status == FAILED and exercise["message"] != lab.get("message"):
                 lines.extend(wrap.wrap(exercise["message"]))
                 lines.extend(wrap.wrap(f"Hint: {exercise['hint']}"))
         lines.append("")
-    upcoming = next((e for lab in graded["labs"] for e in lab["exercises"]
-                     if e["status"] == NOT_STARTED), None)
-    if upcoming:
-        lines.append(f"Next up: exercise {upcoming['id']}, {upcoming['title'].lower()}.")
-        lines.extend(textwrap.wrap(f"Hint: {upcoming['hint']}", width=width))
+    for unsaved in graded.get("unsaved", []):
+        lines.extend(textwrap.wrap(f"! {unsaved['message']}", width=width, subsequent_indent="  "))
         lines.append("")
-    tally = counts(graded)
-    failed = tally[FAILED] + tally[NOT_STARTED]
-    summary = f"{tally[PASSED]} passed, {failed} failed"
-    if tally[NOT_STARTED]:
-        summary += f" ({tally[NOT_STARTED]} of them not started)"
-    lines.append(summary)
+    progress = graded.get("progress") or _progress(graded)
+    if len(progress["labs"]) > 1:
+        per_lab = ", ".join(f"{r['id']} {r['passed']}/{r['total']}" + ("*" if r["earlier"] else "")
+                            for r in progress["labs"])
+        lines.append(f"Course progress: {progress['course_passed']} of "
+                     f"{progress['course_total']} exercises passed (lab {per_lab}).")
+        if any(r["earlier"] for r in progress["labs"]):
+            lines.append("  * from an earlier run of `nox -s check`")
+    upcoming = progress["next"]
+    if upcoming:
+        status = upcoming["status"]
+        state = "" if status == NOT_STARTED else f" ({_WORD.get(status, status)})"
+        lines.append(f"Next up: exercise {upcoming['id']}, {upcoming['title'].lower()}{state}.")
+        if upcoming["status"] == NOT_STARTED and upcoming.get("hint"):
+            lines.extend(textwrap.wrap(f"Hint: {upcoming['hint']}", width=width))
+    elif progress["labs"]:
+        lines.append("Every exercise graded here has passed.")
+    lines.append("")
+    lines.append(summary(counts(graded)))
     return "\n".join(lines)
 
 
+def read_json(path: Path) -> dict | None:
+    """A grade written earlier, or None when there is none or it cannot be read."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def write_json(graded: dict, path: Path) -> None:
+    """Replace ``path`` atomically: a reader sees the old file or the new one, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(graded, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(json.dumps(graded, indent=2, ensure_ascii=False) + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from streamlab.authoring import NOT_DONE_PATTERN
-from streamlab.grading.loader import CellProblem, MissingName, describe_error
 from streamlab.grading.timeout import CheckTimeout
+
+if TYPE_CHECKING:
+    from streamlab.grading.loader import CellProblem
+
+# The loader (and with it nbformat, slow to import) is imported where it is needed, so that
+# the supervising process, which only reads verdicts, starts quickly.
 
 PASSED, FAILED, NOT_STARTED = "passed", "failed", "not-started"
 
@@ -27,6 +32,16 @@ class Verdict:
     message: str
 
 
+@dataclass(frozen=True)
+class CheckResult:
+    """The verdict of one check of one exercise."""
+
+    lab: str
+    exercise: str
+    check: str
+    verdict: Verdict
+
+
 def _shorten(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
@@ -34,6 +49,8 @@ def _shorten(text: str) -> str:
 
 def _not_done(error: BaseException) -> str | None:
     """The exercise whose stub raised ``error``, if a stub did."""
+    from streamlab.authoring import NOT_DONE_PATTERN
+
     # A stub called inside a Spark job comes back wrapped in a PythonException whose text
     # holds the original message, so search the whole text, not only its start.
     for line in str(error).splitlines():
@@ -45,11 +62,20 @@ def _not_done(error: BaseException) -> str | None:
 
 def verdict_for(error: BaseException | None, exercise: str) -> Verdict:
     """The verdict for a check of ``exercise`` that raised ``error`` (None: it passed)."""
+    from streamlab.grading.loader import MissingName, NotebookUnreadable, describe_error
+
     if error is None:
         return Verdict(PASSED, "")
     if isinstance(error, CellFailed):
         status = NOT_STARTED if error.problem.kind == "not-done" else FAILED
         return Verdict(status, _shorten(str(error)))
+    if isinstance(error, NotebookUnreadable):
+        return Verdict(FAILED, _shorten(str(error)))
+    if isinstance(error, SystemExit):
+        where = describe_error(error, "<").partition(" (")[2].rstrip(")")
+        return Verdict(FAILED, _shorten(
+            f"Your code called sys.exit({error.code!r})" + (f" ({where})" if where else "")
+            + ": a function should return its result, not end the program."))
     stub = _not_done(error)
     if stub == exercise:
         return Verdict(NOT_STARTED, f"Exercise {exercise} is not done yet.")

@@ -1,0 +1,60 @@
+"""The grading child: runs the checks, and with them the learner's code, in its own process.
+
+``python -m streamlab.grading.child [pytest options] CHECK_FILE ...`` is started by
+:mod:`streamlab.grading.supervisor`, never by hand. Whatever the learner's code does here
+(end the process, loop inside C, hang a call into the JVM) cannot reach the grader: the
+supervisor reads this process's events and kills it when a limit passes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+from streamlab.grading import events
+from streamlab.paths import REPO_ROOT
+
+
+class _Recorder:
+    """Reports a check file that failed to import: a bug in the course, not the learner's."""
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            last = report.longreprtext.strip().splitlines()[-1:] or ["?"]
+            events.emit("broken", check=report.nodeid, message=last[0])
+
+
+def _die_with_supervisor() -> None:
+    """End this process group (Spark's JVM included) once the supervisor is gone.
+
+    The child runs in a session of its own, so that it can be killed as a whole; the same
+    makes it outlive a supervisor that was killed itself, unless it watches.
+    """
+    supervisor = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == supervisor:
+            time.sleep(1)
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="supervisor-watch", daemon=True).start()
+
+
+def main(argv: list[str]) -> int:
+    _die_with_supervisor()
+    code = pytest.main(
+        [*argv, "-p", "no:terminal", "-p", "no:cacheprovider", "--rootdir", str(REPO_ROOT),
+         "-c", str(REPO_ROOT / "checks" / "pytest.ini")],
+        plugins=[_Recorder()],
+    )
+    events.emit("done", code=int(code))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
