@@ -6,8 +6,9 @@ A solution notebook marks its exercises in two ways:
   JupyterLab shows them under the property inspector). A cell tagged ``graded-setup`` holds
   imports or constants that the exercise cells need; the grader runs it too.
 - inside an exercise cell, the lines between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` are
-  the answer. In ``labs/`` they become a TODO comment with the exercise's hint and
-  ``raise NotImplementedError("exercise 4.2 is not done yet")`` at the same indentation.
+  the answer. In ``labs/`` they become a TODO comment naming the exercise, a pointer to
+  ``nox -s hint`` and ``raise NotImplementedError("exercise 4.2 is not done yet")`` at the
+  same indentation. The stub never carries a hint: hints are shown on demand.
 
 Run ``python -m streamlab.authoring`` (``nox -s author``) after editing a solution: it strips
 outputs from ``solutions/`` and rewrites ``labs/``. ``--check`` changes nothing and exits 1
@@ -20,7 +21,6 @@ import argparse
 import copy
 import re
 import sys
-import textwrap
 from pathlib import Path
 
 import nbformat
@@ -77,36 +77,51 @@ def strip_outputs(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return clean
 
 
-def stub_source(source: str, exercise: str, title: str, where: str, hint: str = "") -> str:
+def stub_source(source: str, exercise: str, title: str, where: str) -> str:
     """Replace every solution region in ``source`` by a stub that raises "not done yet":
-    a TODO comment with the exercise's title, its hint as comment lines, and the raise."""
+    a TODO comment with the exercise's title, where to ask for a hint, and the raise."""
     out: list[str] = []
-    lines = source.splitlines()
     regions = 0
+    for kind, text in _split(source, where):
+        if kind == "code":
+            out.extend(text)
+            continue
+        indent = _BEGIN.match(text[0]).group("indent")
+        out.append(f"{indent}# TODO: exercise {exercise}, {title[0].lower()}{title[1:]}.")
+        out.append(f"{indent}# Stuck? `nox -s hint -- {exercise}` shows a hint, "
+                   "one more each time.")
+        out.append(f'{indent}raise NotImplementedError("{NOT_DONE.format(id=exercise)}")')
+        regions += 1
+    if regions == 0:
+        raise AuthoringError(f"{where}: exercise cell {exercise} has no '# BEGIN SOLUTION'")
+    return "\n".join(out)
+
+
+def solution_regions(source: str, where: str = "cell") -> list[str]:
+    """The code between each ``# BEGIN SOLUTION`` and ``# END SOLUTION`` of ``source``."""
+    return ["\n".join(text[1:-1]) for kind, text in _split(source, where) if kind == "solution"]
+
+
+def _split(source: str, where: str) -> list[tuple[str, list[str]]]:
+    """``source`` as runs of ("code", lines) and ("solution", lines with both markers)."""
+    parts: list[tuple[str, list[str]]] = []
+    lines = source.splitlines()
     i = 0
     while i < len(lines):
-        begin = _BEGIN.match(lines[i])
-        if not begin:
+        if not _BEGIN.match(lines[i]):
             if _END.match(lines[i]):
                 raise AuthoringError(f"{where}: '# END SOLUTION' without a BEGIN")
-            out.append(lines[i])
+            if not parts or parts[-1][0] != "code":
+                parts.append(("code", []))
+            parts[-1][1].append(lines[i])
             i += 1
             continue
         end = next((j for j in range(i + 1, len(lines)) if _END.match(lines[j])), None)
         if end is None:
             raise AuthoringError(f"{where}: '# BEGIN SOLUTION' is never closed")
-        indent = begin.group("indent")
-        out.append(f"{indent}# TODO: exercise {exercise}, {title[0].lower()}{title[1:]}.")
-        if hint:
-            out += [indent + line for line in textwrap.wrap(
-                hint, width=max(40, 90 - len(indent)), initial_indent="# Hint: ",
-                subsequent_indent="#   ", break_on_hyphens=False, break_long_words=False)]
-        out.append(f'{indent}raise NotImplementedError("{NOT_DONE.format(id=exercise)}")')
-        regions += 1
+        parts.append(("solution", lines[i:end + 1]))
         i = end + 1
-    if regions == 0:
-        raise AuthoringError(f"{where}: exercise cell {exercise} has no '# BEGIN SOLUTION'")
-    return "\n".join(out)
+    return parts
 
 
 def without_markers(source: str) -> str:
@@ -127,7 +142,7 @@ def make_lab_notebook(solution: nbformat.NotebookNode, lab: Lab) -> nbformat.Not
         if cell.cell_type != "code":
             raise AuthoringError(f"{where}: only code cells can be exercise cells")
         spec = lab.exercise(exercise)
-        cell.source = stub_source(cell.source, exercise, spec.title, where, spec.hint)
+        cell.source = stub_source(cell.source, exercise, spec.title, where)
         found.add(exercise)
     missing = [e.id for e in lab.exercises if e.id not in found]
     if missing:

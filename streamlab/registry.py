@@ -20,11 +20,21 @@ class RegistryError(ValueError):
     """``course.toml`` is malformed, or a lab or exercise it names does not exist."""
 
 
+MIN_HINTS, MAX_HINTS = 2, 3
+
+
 @dataclass(frozen=True)
 class Exercise:
+    """One exercise; ``hints`` go from a nudge to an approach, never the solution's code."""
+
     id: str
     title: str
-    hint: str
+    hints: tuple[str, ...]
+
+    @property
+    def hint(self) -> str:
+        """The first tier, the one the grader shows when a check fails."""
+        return self.hints[0]
 
 
 @dataclass(frozen=True)
@@ -66,10 +76,7 @@ def _parse(data: dict, source: Path) -> tuple[Lab, ...]:
     seen: set[str] = set()
     for raw in data.get("labs", []):
         try:
-            exercises = tuple(
-                Exercise(id=e["id"], title=e["title"], hint=e["hint"])
-                for e in raw.get("exercises", [])
-            )
+            exercises = tuple(_exercise(e, source) for e in raw.get("exercises", []))
             lab = Lab(
                 id=raw["id"],
                 slug=raw["slug"],
@@ -97,6 +104,25 @@ def _parse(data: dict, source: Path) -> tuple[Lab, ...]:
         seen.add(lab.id)
         labs.append(lab)
     return tuple(labs)
+
+
+def _exercise(raw: dict, source: Path) -> Exercise:
+    """One ``[[labs.exercises]]`` entry, whose ``hints`` go from a nudge to an approach."""
+    exercise_id = raw["id"]
+    if "hint" in raw and "hints" not in raw:
+        raise RegistryError(f"{source}: exercise {exercise_id} has a single hint; give it "
+                            f"hints = [...], {MIN_HINTS} to {MAX_HINTS} of them, from a nudge "
+                            "to an approach")
+    hints = raw["hints"]
+    if (not isinstance(hints, list) or not MIN_HINTS <= len(hints) <= MAX_HINTS
+            or not all(isinstance(h, str) and h.strip() for h in hints)):
+        raise RegistryError(f"{source}: exercise {exercise_id} should have {MIN_HINTS} to "
+                            f"{MAX_HINTS} hints, each a non-empty string, from a nudge to an "
+                            "approach")
+    if len(set(hints)) < len(hints):
+        raise RegistryError(f"{source}: exercise {exercise_id} repeats a hint; each tier "
+                            "should say more than the one before")
+    return Exercise(id=exercise_id, title=raw["title"], hints=tuple(h.strip() for h in hints))
 
 
 def _number(exercise_id: str) -> int:

@@ -41,26 +41,43 @@ def test_each_region_becomes_a_stub_at_its_indentation():
     compile(stubbed, "stub", "exec")
 
 
-def test_stub_carries_the_hint_as_comment_lines():
-    hint = ("A StructType with two nullable fields, in this order: machine_name as StringType() "
-            "and machine_time as TimestampType(). Spark parses ISO-8601 strings for you.")
-    stubbed = stub_source(SOLVED, "1.1", "Declare the schema", "cell 2", hint=hint)
+def test_stub_names_the_exercise_and_where_to_ask_for_a_hint():
+    stubbed = stub_source(SOLVED, "1.1", "Declare the schema", "cell 2")
     first_stub = stubbed.split("raise NotImplementedError")[0]
-    hint_lines = [line for line in first_stub.splitlines() if line.lstrip().startswith("#   ")
-                  or line.lstrip().startswith("# Hint:")]
-    assert hint_lines[0] == "    # Hint: A StructType with two nullable fields, in this order: machine_name as"
-    assert all(len(line) <= 92 for line in hint_lines)
-    assert " ".join(line.strip().lstrip("#").strip() for line in hint_lines) == "Hint: " + hint
-    compile(stubbed, "stub", "exec")
+    assert "    # TODO: exercise 1.1, declare the schema." in first_stub
+    assert "    # Stuck? `nox -s hint -- 1.1` shows a hint, one more each time." in first_stub
+    assert "Hint:" not in stubbed
 
 
-def test_every_generated_stub_shows_its_exercise_hint():
+def _hint_fragments(hint: str) -> list[str]:
+    """Every run of six words of ``hint``: a comment that quotes a hint contains one."""
+    words = hint.replace("`", "").split()
+    return [" ".join(words[i:i + 6]) for i in range(max(1, len(words) - 5))]
+
+
+def _comments(source: str) -> str:
+    return " ".join(line.split("#", 1)[1].replace("`", "").strip()
+                    for line in source.splitlines() if "#" in line)
+
+
+def test_no_stub_in_labs_carries_a_hint():
     for lab in registry.labs():
         notebook = nbformat.read(lab.notebook(REPO_ROOT / "labs"), as_version=4)
         sources = "\n".join(cell.source for cell in notebook.cells)
+        comments = " ".join(" ".join(_comments(cell.source) for cell in notebook.cells
+                                     if cell.cell_type == "code").split())
         for exercise in lab.exercises:
-            first_word = exercise.hint.split()[0]
-            assert f"# Hint: {first_word}" in sources, f"lab {lab.id}, exercise {exercise.id}"
+            for tier, hint in enumerate(exercise.hints, 1):
+                assert hint not in sources, f"{lab.name} shows hint {tier} of {exercise.id}"
+                quoted = [f for f in _hint_fragments(hint) if f in comments]
+                assert not quoted, f"{lab.name} quotes hint {tier} of {exercise.id}: {quoted[0]!r}"
+        assert "# Hint" not in sources, lab.name
+
+
+def test_the_stub_check_finds_a_hint_quoted_in_a_comment():
+    hint = registry.lab("02").exercises[0].hints[1]
+    stub = f"def f():\n    # {hint[:60]}\n    #   {hint[60:]}\n    raise NotImplementedError"
+    assert any(f in " ".join(_comments(stub).split()) for f in _hint_fragments(hint))
 
 
 def test_stubbed_function_raises_not_done():
@@ -140,8 +157,24 @@ def test_every_lab_in_the_registry_has_notebooks_checks_and_a_page():
 def test_a_lab_without_its_solution_notebook_is_an_error(tmp_path):
     (tmp_path / "course.toml").write_text(
         '[[labs]]\nid = "09"\nslug = "ghost"\ntitle = "Ghost"\n'
-        '[[labs.exercises]]\nid = "9.1"\ntitle = "T"\nhint = "H"\n')
+        '[[labs.exercises]]\nid = "9.1"\ntitle = "T"\nhints = ["H", "I"]\n')
     out = subprocess.run([sys.executable, "-m", "streamlab.authoring"], capture_output=True,
                          text=True, env={**os.environ, "STREAMLAB_ROOT": str(tmp_path)})
     assert out.returncode == 2
     assert "solutions/09-ghost/09-ghost.ipynb does not exist" in out.stderr
+
+
+@pytest.mark.parametrize("lab", registry.labs(), ids=lambda lab: lab.id)
+def test_every_lab_loads_check_before_its_first_exercise_and_says_how_to_use_it(lab):
+    notebook = nbformat.read(lab.notebook(REPO_ROOT / "labs"), as_version=4)
+    sources = ["".join(cell.source) for cell in notebook.cells]
+    first_exercise = next(i for i, cell in enumerate(notebook.cells) if authoring.exercise_id(cell))
+    loads = [i for i, source in enumerate(sources) if "%load_ext streamlab" in source]
+    assert loads and loads[0] < first_exercise, (
+        f"{lab.name}: `%load_ext streamlab` must run before the first exercise cell, "
+        "or `%check` is unknown where the learner first needs it")
+    intro = sources[0]
+    first = lab.exercises[0].id
+    for told in (f"%check {first}", f"nox -s check -- {lab.id}", f"nox -s hint -- {first}",
+                 f"nox -s watch -- {lab.id}", "Run All stops"):
+        assert told in intro, f"{lab.name}: the introduction does not mention {told!r}"

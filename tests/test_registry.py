@@ -9,6 +9,9 @@ import pytest
 from streamlab import registry
 
 
+HINTS = 'hints = ["a nudge", "an approach"]'
+
+
 def _write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "course.toml"
     path.write_text(text)
@@ -17,8 +20,13 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 def _lab(lab_id: str, *exercise_ids: str) -> str:
     parts = [f'[[labs]]\nid = "{lab_id}"\nslug = "s{lab_id}"\ntitle = "Lab {lab_id}"\n']
-    parts += [f'[[labs.exercises]]\nid = "{e}"\ntitle = "E {e}"\nhint = "h"\n' for e in exercise_ids]
+    parts += [f'[[labs.exercises]]\nid = "{e}"\ntitle = "E {e}"\n{HINTS}\n' for e in exercise_ids]
     return "\n".join(parts)
+
+
+def _hinted(hints_line: str) -> str:
+    """Lab 00 with one exercise whose hints line is ``hints_line``."""
+    return _lab("00", "0.1").replace(HINTS, hints_line)
 
 
 def test_the_course_lists_its_labs_in_ascending_order():
@@ -38,7 +46,27 @@ def test_labs_and_exercises_come_back_in_file_order(tmp_path):
     (_lab("00", "0.1") + _lab("00", "0.2"), "lab 00 is listed twice"),
     (_lab("00", "1.1"), "should be numbered 0.N"),
     ('[[labs]]\nid = "00"\n', "has no 'slug' field"),
+    (_hinted('hint = "h"'), "exercise 0.1 has a single hint; give it hints"),
+    (_hinted('hints = ["only one"]'), "0.1 should have 2 to 3 hints"),
+    (_hinted('hints = ["a", "b", "c", "d"]'), "0.1 should have 2 to 3 hints"),
+    (_hinted('hints = ["a", " "]'), "each a non-empty string"),
+    (_hinted('hints = "a nudge"'), "0.1 should have 2 to 3 hints"),
+    (_hinted('hints = ["same", "same"]'), "0.1 repeats a hint"),
+    (_hinted(""), "has no 'hints' field"),
 ])
 def test_a_malformed_registry_is_refused_with_a_sentence(tmp_path, text, words):
     with pytest.raises(registry.RegistryError, match=words):
         registry.labs(_write(tmp_path, text))
+
+
+def test_hints_come_in_tiers_and_the_first_is_the_hint(tmp_path):
+    text = _hinted('hints = ["a nudge", "an approach", "the steps"]')
+    (exercise,) = registry.labs(_write(tmp_path, text))[0].exercises
+    assert exercise.hints == ("a nudge", "an approach", "the steps")
+    assert exercise.hint == "a nudge"
+
+
+def test_every_exercise_of_the_course_has_two_or_three_hints():
+    for lab in registry.labs():
+        for exercise in lab.exercises:
+            assert 2 <= len(exercise.hints) <= 3, exercise.id
