@@ -53,8 +53,13 @@ class RunningLab:
 
 
 @contextmanager
-def running_jupyterlab(tmp_path: Path, *args: str, env: dict | None = None) -> Iterator[RunningLab]:
-    """``python -m streamlab.launch --no-browser`` on a free port, with private settings."""
+def running_jupyterlab(tmp_path: Path, *args: str, env: dict | None = None,
+                       hub: bool = True) -> Iterator[RunningLab]:
+    """``python -m streamlab.launch --no-browser`` on a free port, with private settings.
+
+    ``hub=False`` starts JupyterLab alone (``args`` go to ``jupyter lab``), for a test that
+    needs no Event Hubs emulator.
+    """
     # A private settings folder: no news pop-up over screenshots, no workspace left behind.
     settings = tmp_path / "jupyter-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
@@ -64,9 +69,17 @@ def running_jupyterlab(tmp_path: Path, *args: str, env: dict | None = None) -> I
                    "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "jupyter-settings"),
                    "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "jupyter-workspaces")}
     port = free_port()
+    if hub:
+        command = [sys.executable, "-m", "streamlab.launch", "--no-browser", f"--port={port}",
+                   f"--token={TOKEN}", "--hub-port=0", *args]
+    else:
+        from streamlab.launch import jupyter_command
+
+        folders = [a.partition("=")[2] for a in args if a.startswith("--notebook-dir=")]
+        command = [*jupyter_command(port, False, TOKEN, *folders[-1:]),
+                   *(a for a in args if not a.startswith("--notebook-dir="))]
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlab.launch", "--no-browser", f"--port={port}",
-         f"--token={TOKEN}", "--hub-port=0", *args],
+        command,
         cwd=REPO_ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True)
     lines: queue.Queue[str] = queue.Queue()

@@ -1,0 +1,284 @@
+"""``%check 2.1``: grade an exercise from its notebook, as the learner last ran its cell.
+
+``import streamlab`` (or ``%load_ext streamlab``) in a notebook registers the magic. It
+reads the lab's notebook file, puts in the source of every graded cell as it was last run in
+this kernel (:mod:`streamlab.cell_runs`), saved or not, writes that notebook to a temporary
+folder laid out like ``labs/`` and runs the grader on it in a fresh process, exactly as
+``nox -s check`` does. It shows the same verdict, sentence and hint, and says which version
+of the cell it graded.
+
+``%check 2.1 2.2`` grades several exercises, ``%check 02`` a whole lab, and ``%check``
+alone the lab of the notebook it runs in.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from streamlab import registry
+from streamlab.cell_runs import LAST_RUNS, CellRun
+from streamlab.paths import REPO_ROOT
+
+_SYMBOL = {"passed": "✓", "failed": "✗", "not-started": "○"}
+_WORD = {"passed": "passed", "failed": "failed", "not-started": "not started"}
+_COLOUR = {"passed": "#1a7f37", "failed": "#cf222e", "not-started": "#6e7781"}
+
+
+class CheckError(Exception):
+    """What the learner asked for cannot be checked; the message says why."""
+
+
+@dataclass(frozen=True)
+class Graded:
+    """One exercise's grade, and which version of its cell was graded."""
+
+    id: str
+    title: str
+    status: str
+    message: str
+    hint: str
+    version: str
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What ``%check`` shows: HTML in JupyterLab, plain text anywhere else."""
+
+    lab: str
+    notebook: Path
+    exercises: tuple[Graded, ...]
+    seconds: float
+
+    def __str__(self) -> str:
+        lines = []
+        for e in self.exercises:
+            lines.append(f"{_SYMBOL.get(e.status, '?')} Exercise {e.id} · {e.title}: "
+                         f"{_WORD.get(e.status, e.status)}")
+            if e.status != "passed" and e.message:
+                lines.append(f"  {e.message}")
+            if e.status != "passed" and e.hint:
+                lines.append(f"  Hint: {e.hint} (more: nox -s hint -- {e.id})")
+            lines.append(f"  Graded: {e.version}.")
+        lines.append(f"({self.notebook.name}, graded in {self.seconds:.1f} s)")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for e in self.exercises:
+            colour = _COLOUR.get(e.status, "inherit")
+            parts = [f"<div class='streamlab-check-head'><b style='color:{colour}'>"
+                     f"{_SYMBOL.get(e.status, '?')} {html.escape(_WORD.get(e.status, e.status))}"
+                     f"</b> · Exercise {html.escape(e.id)} · {html.escape(e.title)}</div>"]
+            if e.status != "passed" and e.message:
+                parts.append(f"<div class='streamlab-check-message'>{_html(e.message)}</div>")
+            if e.status != "passed" and e.hint:
+                parts.append(f"<div class='streamlab-check-hint'><i>Hint:</i> "
+                             f"{_html(e.hint)} <span style='color:#6e7781'>(more: "
+                             f"<code>nox -s hint -- {html.escape(e.id)}</code>)</span></div>")
+            parts.append(f"<div class='streamlab-check-version' style='color:#6e7781'>"
+                         f"Graded: {html.escape(e.version)}.</div>")
+            rows.append(f"<div class='streamlab-check streamlab-check-{html.escape(e.status)}' "
+                        f"style='border-left:4px solid {colour};padding:2px 8px;margin:4px 0'>"
+                        + "".join(parts) + "</div>")
+        return "".join(rows) + (f"<div style='color:#6e7781;font-size:smaller'>"
+                                f"{html.escape(self.notebook.name)}, graded in "
+                                f"{self.seconds:.1f} s</div>")
+
+
+def _html(text: str) -> str:
+    """``text`` escaped, with its `code` spans (hints and sentences use them) as code."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def check_magic(line: str) -> None:
+    """The ``%check`` line magic: grade, then show the report (or one sentence)."""
+    from IPython.display import display
+
+    shown = display({"text/plain": f"Checking {line.strip() or 'this lab'} ..."},
+                    raw=True, display_id=True)
+    try:
+        report = check(line)
+    except CheckError as error:
+        shown.update({"text/plain": str(error)}, raw=True)
+        return
+    except KeyboardInterrupt:
+        shown.update({"text/plain": "Check stopped."}, raw=True)
+        return
+    shown.update(report)
+
+
+def check(line: str, cwd: Path | None = None) -> CheckReport:
+    """Grade the exercises (or labs) named in ``line`` as last run in this kernel."""
+    lab, wanted = _targets(line.split(), Path(cwd or os.getcwd()))
+    notebook = find_notebook(lab, Path(cwd or os.getcwd()))
+    started = datetime.now()
+    with tempfile.TemporaryDirectory(prefix="streamlab-check-") as folder:
+        versions = _write_as_last_run(notebook, lab, Path(folder) / "labs")
+        graded = _run_grader(lab, Path(folder) / "labs", wanted, Path(folder) / "grade.json")
+    exercises = []
+    for entry in graded:
+        if entry["id"] not in wanted:
+            continue
+        exercises.append(Graded(
+            id=entry["id"], title=entry.get("title", ""), status=entry.get("status", "?"),
+            message=entry.get("message") or "", hint=_first_hint(entry),
+            version=versions.get(entry["id"], "no cell of the notebook is tagged for it")))
+    seconds = (datetime.now() - started).total_seconds()
+    return CheckReport(lab.id, notebook, tuple(exercises), seconds)
+
+
+def _first_hint(entry: dict) -> str:
+    hint = entry.get("hint")
+    if not hint and entry.get("hints"):
+        hint = entry["hints"][0]
+    return hint or ""
+
+
+def _targets(words: list[str], cwd: Path) -> tuple[registry.Lab, list[str]]:
+    """The one lab, and the exercises of it, that ``words`` name."""
+    if not words:
+        lab = _lab_of_current_notebook(cwd)
+        if lab is None:
+            raise CheckError("Which exercise? Write it after %check, for example %check 2.1 "
+                             "(or a lab: %check 02).")
+        return lab, [e.id for e in lab.exercises]
+    labs: dict[str, registry.Lab] = {}
+    wanted: list[str] = []
+    for word in words:
+        try:
+            if "." in word:
+                lab = registry.lab(word.partition(".")[0])
+                wanted.append(lab.exercise(word).id)
+            else:
+                lab = registry.lab(word)
+                wanted.extend(e.id for e in lab.exercises)
+        except (registry.RegistryError, ValueError) as error:
+            raise CheckError(f"There is nothing to check called {word!r}: {error}.") from None
+        labs[lab.id] = lab
+    if len(labs) > 1:
+        raise CheckError("%check grades one lab at a time; name exercises of one lab, for "
+                         "example %check 2.1 2.2.")
+    return next(iter(labs.values())), list(dict.fromkeys(wanted))
+
+
+def _lab_of_current_notebook(cwd: Path) -> registry.Lab | None:
+    names = [Path(os.environ.get("JPY_SESSION_NAME", "")).stem, cwd.name]
+    for lab in registry.labs():
+        if lab.name in names:
+            return lab
+    return None
+
+
+def find_notebook(lab: registry.Lab, cwd: Path) -> Path:
+    """The notebook the learner works on for ``lab``.
+
+    The notebook this kernel runs (JupyterLab tells the kernel its path) if it holds the
+    lab's exercises, else the lab's notebook next to or under the working directory
+    (JupyterLab starts a kernel in its notebook's folder), else the one in ``labs/``.
+    """
+    candidates = []
+    session = os.environ.get("JPY_SESSION_NAME")
+    if session and Path(session).suffix == ".ipynb":
+        candidates.append(Path(session))
+    file = f"{lab.name}.ipynb"
+    candidates += [cwd / file, cwd / lab.name / file, cwd.parent / lab.name / file,
+                   lab.notebook(REPO_ROOT / "labs")]
+    tags = {f"exercise-{e.id}" for e in lab.exercises}
+    for candidate in candidates:
+        if candidate.is_file() and _has_any_tag(candidate, tags):
+            return candidate
+    raise CheckError(f"Cannot find the notebook of lab {lab.id} ({file}) in {cwd} or in "
+                     f"{REPO_ROOT / 'labs'}.")
+
+
+def _has_any_tag(path: Path, tags: set[str]) -> bool:
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+    except (OSError, ValueError):
+        return False
+    return any(tags & set(c.get("metadata", {}).get("tags", [])) for c in cells)
+
+
+def _write_as_last_run(notebook: Path, lab: registry.Lab, labs_dir: Path) -> dict[str, str]:
+    """Copy ``notebook`` into ``labs_dir`` with every graded cell as it was last run.
+
+    Returns, per exercise, a phrase saying which version of its cell is graded.
+    """
+    import nbformat
+
+    from streamlab.authoring import exercise_id, is_graded
+
+    content = nbformat.read(notebook, as_version=4)
+    saved_at = datetime.fromtimestamp(notebook.stat().st_mtime)
+    versions: dict[str, list[str]] = {}
+    for number, cell in enumerate(content.cells, start=1):
+        if not is_graded(cell):
+            continue
+        run = LAST_RUNS.get(cell.get("id", ""))
+        exercise = exercise_id(cell)
+        if exercise:
+            versions.setdefault(exercise, []).append(_version(number, cell.source, run, saved_at))
+        if run is not None:
+            cell.source = run.source
+    target = lab.notebook(labs_dir)
+    target.parent.mkdir(parents=True)
+    nbformat.write(content, target)
+    return {exercise: "; ".join(phrases) for exercise, phrases in versions.items()}
+
+
+def _version(number: int, saved: str, run: CellRun | None, saved_at: datetime) -> str:
+    if run is None:
+        return (f"cell {number} as saved at {saved_at:%H:%M:%S} (you have not run it since "
+                "%check was loaded)")
+    if run.source == saved:
+        return f"cell {number} as you last ran it at {run.at:%H:%M:%S}, the same as saved"
+    return f"cell {number} as you last ran it at {run.at:%H:%M:%S}, not saved yet"
+
+
+def _run_grader(lab: registry.Lab, labs_dir: Path, wanted: list[str],
+                json_path: Path) -> list[dict]:
+    """Run ``python -m streamlab.grading`` on ``labs_dir`` and return the lab's exercises."""
+    base = [sys.executable, "-m", "streamlab.grading", lab.id, "--notebooks", str(labs_dir),
+            "--json", str(json_path)]
+    if len(wanted) < len(lab.exercises):
+        base += [arg for exercise in wanted for arg in ("--exercise", exercise)]
+    result = _grade(base)
+    graded = json.loads(json_path.read_text(encoding="utf-8")) if json_path.exists() else {}
+    for entry in graded.get("labs", []):
+        if entry.get("id") == lab.id and entry.get("exercises"):
+            return entry["exercises"]
+    last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["?"]
+    raise CheckError(f"The grader could not grade lab {lab.id}: {last[0]}")
+
+
+def _grade(command: list[str]) -> subprocess.CompletedProcess:
+    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate()
+    except BaseException:
+        # Interrupting the kernel stops the grading too. SIGINT, not SIGTERM: the grader then
+        # stops the process that runs the checks, with its Spark.
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
