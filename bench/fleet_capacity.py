@@ -175,9 +175,9 @@ def main() -> None:
     parser.add_argument("--trigger-ms", type=int, default=1000)
     parser.add_argument("--buckets", type=int, default=256)
     args = parser.parse_args()
-    from streamlab.monitor import reference_solution
+    from streamlab.monitor import lab04_solution
 
-    labs = {"04": reference_solution()}
+    labs = {"04": lab04_solution()}
     if "bucketed" in args.designs:
         labs["06"] = bench.solution("06")
     spark = bench.spark()

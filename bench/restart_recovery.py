@@ -45,10 +45,10 @@ def say(event: str, **data) -> None:
 
 def worker(job: dict) -> dict:
     say("launched")
-    from streamlab.monitor import batch_writer, reference_solution
+    from streamlab.monitor import batch_writer, lab04_solution
     from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
-    lab = reference_solution()
+    lab = lab04_solution()
     if job["design"] == "bucketed":
         lab06 = bench.solution("06")
     spark = bench.spark()

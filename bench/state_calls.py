@@ -50,10 +50,10 @@ class Calls(StatefulProcessor):
 
 
 def measure(heartbeats, calls: int, rounds: int) -> dict:
-    from streamlab.monitor import reference_solution
+    from streamlab.monitor import lab04_solution
 
     out = heartbeats.groupBy("machine_name").transformWithState(
-        Calls(calls), reference_solution().STATUS_SCHEMA, "Append", "ProcessingTime")
+        Calls(calls), lab04_solution().STATUS_SCHEMA, "Append", "ProcessingTime")
     return {"calls": calls, **bench.steady_state(out, rounds)}
 
 

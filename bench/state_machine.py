@@ -60,9 +60,9 @@ def main() -> None:
     parser.add_argument("--designs", nargs="+", default=["a", "b", "c"], choices=sorted(DESIGNS))
     args = parser.parse_args()
 
-    from streamlab.monitor import reference_solution
+    from streamlab.monitor import lab04_solution
 
-    lab04 = reference_solution()
+    lab04 = lab04_solution()
     lab03 = bench.solution("03")
     spark = bench.spark()
     results = []

@@ -1,8 +1,8 @@
 """Checks for lab 05 · Restart recovery.
 
 Pure Python first: the checkpoint summary on checkpoint folders built here (5.1), the audit
-(5.5), and the catch-up processor on ``TwsTester`` with a processing-time clock that the check
-moves, downtime included (5.6). Then Spark: the sink (5.2), restarts and a staged crash on
+(5.5), and the catch-up processor on ``TwsTester``, fed from partition logs in micro-batches
+whose processing time the check sets, downtime and backlogs included (5.6). Then Spark: the sink (5.2), restarts and a staged crash on
 one checkpoint (5.3), the state data source on a checkpoint of the course's reference
 processor (5.4), and the catch-up processor over files read with ``maxFilesPerTrigger``
 (5.6). Every Spark run uses ``trigger(availableNow=True)``; no check sleeps or reads the
@@ -18,6 +18,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 from pyspark import cloudpickle
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
@@ -237,23 +238,31 @@ def test_problems_do_not_hide_each_other(nb):
 
 # --- 5.6 · catch-up, on TwsTester --------------------------------------------------------
 
-def _summ(rows, who: str) -> list[tuple]:
-    out = []
-    for row in rows:
-        assert isinstance(row, Row), (
-            f"CatchUpProcessor.{who} should yield Row objects (status_row(...)); it yielded "
-            f"{row!r}.")
-        when = row.last_status_change_time
-        assert isinstance(when, datetime), (
-            f"last_status_change_time should be a datetime (status_row converts milliseconds); "
-            f"CatchUpProcessor.{who} emitted {when!r}.")
-        out.append((row.machine_name, row.previous_status, row.status, _after_start(when)))
-    return out
+PARTITION_OF = {"m1": "0", "m2": "0", "m3": "1", "m4": "1", "m5": "1"}
 
 
 def _after_start(when: datetime) -> int:
     """Milliseconds after START. Naive datetimes are local times, as PySpark hands them out."""
     return round(when.timestamp() * 1000) - START_MS
+
+
+def _summ(rows, who: str) -> list[tuple]:
+    out = []
+    for row in rows:
+        assert isinstance(row, Row), (
+            f"CatchUpProcessor.{who} should yield Row objects (transition_row(...)); it yielded "
+            f"{row!r}.")
+        fields = getattr(row, "__fields__", [])
+        assert "noticed_time" in fields, (
+            f"CatchUpProcessor.{who} should yield transition_row(...), with a noticed_time; it "
+            f"yielded a row with {fields}.")
+        for name in ("last_status_change_time", "noticed_time"):
+            assert isinstance(row[name], datetime), (
+                f"{name} should be a datetime (transition_row converts milliseconds); "
+                f"CatchUpProcessor.{who} emitted {row[name]!r}.")
+        out.append((row.machine_name, row.previous_status, row.status,
+                    _after_start(row.last_status_change_time), _after_start(row.noticed_time)))
+    return out
 
 
 def _by_time(row: tuple) -> tuple:
@@ -263,29 +272,73 @@ def _by_time(row: tuple) -> tuple:
 def _describe(rows) -> str:
     if not rows:
         return "nothing"
-    return "; ".join(f"{m}: {p} -> {s} at {t} ms" for m, p, s, t in rows)
+    return "; ".join(f"{r[0]}: {r[1]} -> {r[2]} at {r[3]} ms" + (f" (noticed at {r[4]} ms)" if len(r) > 4 else "")
+                     for r in rows)
 
 
-class Partitions:
-    """The catch-up processor on a TwsTester; event times are ms after START."""
+def _facts(rows) -> list[tuple]:
+    """What happened, without when it was noticed."""
+    return sorted((r[:4] for r in rows), key=_by_time)
+
+
+class Hub:
+    """Event hub partitions as logs, read in micro-batches by the catch-up processor on a
+    TwsTester, in Spark's order: every partition's rows, then the timers that are due. Each row
+    carries its sequence number and the newest sequence number its partition held when the
+    batch was planned, as the eventhubs source's systemProperties say. Times are ms after START."""
 
     def __init__(self, nb, timeout_ms: int = 5_000):
         processor = nb.CatchUpProcessor(timeout_ms=timeout_ms)
         assert isinstance(processor, StatefulProcessor), (
             f"CatchUpProcessor should be a StatefulProcessor; it is {type(processor).__name__}.")
         self.tester = TwsTester(processor, timeMode="ProcessingTime")
+        self.log = defaultdict(list)     # partition -> [(sent ms, machine)]
+        self.read = defaultdict(int)     # partition -> next sequence number to read
+        self.extra = defaultdict(list)   # partition -> rows to add to its next batch as they are
         self.now = 0
 
-    def at(self, ms: int) -> list[tuple]:
-        assert ms > self.now, "a check's clock must move forward (a course bug)"
-        self.now = ms
-        return self._call(lambda: self.tester.setProcessingTime(ms), "handleExpiredTimer")
+    def send(self, machine: str, *sent_ms: int) -> None:
+        """Heartbeats sent at ``sent_ms``; the hub keeps each partition in time order."""
+        partition = PARTITION_OF[machine]
+        assert not self.read[partition], "a check sends before it reads (a course bug)"
+        self.log[partition] = sorted(self.log[partition] + [(sent, machine) for sent in sent_ms])
 
-    def batch(self, partition: str, beats: list[tuple[str, int]]) -> list[tuple]:
-        rows = [Row(partition=partition, machine_name=m,
-                    event_time=datetime.fromtimestamp((START_MS + t) / 1000, tz=timezone.utc))
-                for m, t in beats]
-        return self._call(lambda: self.tester.test(partition, rows), "handleInputRows")
+    def batch(self, now: int, limit: int | None = None) -> list[tuple]:
+        assert now > self.now, "a check's clock must move forward (a course bug)"
+        self.now = now
+        rows_by_partition = {}
+        for partition, entries in sorted(self.log.items()):
+            there = [(self.read[partition] + i, sent, m)
+                     for i, (sent, m) in enumerate(entries[self.read[partition]:]) if sent <= now]
+            taken = there[:limit] if limit else there
+            self.read[partition] += len(taken)
+            rows = [self._row(partition, m, sent, sequence, there[-1][0])
+                    for sequence, sent, m in taken] + self.extra.pop(partition, [])
+            if rows:
+                rows_by_partition[partition] = rows
+        self.tester._currentProcessingTimeMs = START_MS + now   # setProcessingTime would fire timers first
+        out = []
+        for partition, rows in rows_by_partition.items():
+            out += self._call(lambda: self.tester.test(partition, rows), "handleInputRows")
+        return out + self._call(self.tester._handleExpiredTimers, "handleExpiredTimer")
+
+    def run(self, until_ms: int, down: tuple[int, int] | None = None, limit: int | None = None,
+            every_ms: int = 500) -> list[tuple]:
+        """Batches every ``every_ms`` up to ``until_ms``; none while the query is ``down``."""
+        out, now = [], self.now + every_ms
+        while now <= until_ms:
+            if down and down[0] <= now < down[1]:
+                now = down[1]
+                continue
+            out += self.batch(now, limit)
+            now += every_ms
+        return out
+
+    @staticmethod
+    def _row(partition: str, machine: str, sent: int, sequence: int | None, last: int | None) -> Row:
+        return Row(partition=partition, machine_name=machine,
+                   event_time=datetime.fromtimestamp((START_MS + sent) / 1000, tz=timezone.utc),
+                   sequence_number=sequence, last_enqueued_sequence_number=last)
 
     def _call(self, call, who):
         try:
@@ -293,202 +346,155 @@ class Partitions:
         except TypeError as error:
             if "NoneType" in str(error) and "iter" in str(error):
                 raise AssertionError(
-                    f"CatchUpProcessor.{who} returned None; it should yield status_row(...) for "
-                    f"each change (a generator that yields nothing is fine).") from None
+                    f"CatchUpProcessor.{who} returned None; it should yield transition_row(...) "
+                    f"for each change (a generator that yields nothing is fine).") from None
             raise
         return _summ(out, who)
 
     def timers(self, partition: str) -> list[int]:
-        return list(self.tester.handle._timers.listTimers(partition))
+        return sorted(t - START_MS for t in self.tester.handle._timers.listTimers(partition))
 
 
-def _every_second(machine: str, first_s: int, last_s: int) -> list[tuple[str, int]]:
-    return [(machine, s * 1000) for s in range(first_s, last_s + 1)]
+def _fleet(hub: Hub, machines, first_s: int, last_s: int, skip=()) -> None:
+    """One heartbeat a second from each machine, ``skip`` seconds left out."""
+    for machine in machines:
+        hub.send(machine, *[s * 1000 for s in range(first_s, last_s + 1) if s not in skip])
 
 
-@exercise("5.6")
-def test_heartbeats_become_transitions_at_their_event_time(nb):
-    p = Partitions(nb)
-    p.at(1_000)
-    rows = p.batch("0", [("m1", 10_000), ("m2", 10_500), ("m1", 11_000)])
-    expected = [("m1", None, INITIALIZING, 10_000), ("m2", None, INITIALIZING, 10_500),
-                ("m1", INITIALIZING, HEALTHY, 11_000)]
-    assert rows == expected, (
-        f"A batch holding m1's heartbeats at 10000 and 11000 ms and m2's at 10500 ms (event "
-        f"time) is history: replay it in event-time order and emit {_describe(expected)}, each "
-        f"at its heartbeat's time. CatchUpProcessor emitted {_describe(rows)}.")
+def _story(nb, down=None, limit=None) -> list[tuple]:
+    """m1, m3, m4 send all along; m2 stops after 11 s; m5 starts at 12 s."""
+    hub = Hub(nb)
+    _fleet(hub, ["m1", "m3", "m4"], 1, 200)
+    _fleet(hub, ["m2"], 1, 11)
+    _fleet(hub, ["m5"], 12, 200)
+    return hub.run(180_000, down, limit)
 
 
-@exercise("5.6")
-def test_the_data_proves_a_silence(nb):
-    p = Partitions(nb)
-    p.at(1_000)
-    p.batch("0", _every_second("m1", 0, 3) + _every_second("m2", 0, 3))
-    p.at(1_500)
-    early = p.batch("0", _every_second("m1", 4, 7))
-    p.at(2_000)
-    rows = p.batch("0", [("m1", 8_000)])
-    p.at(2_500)
-    later = p.batch("0", _every_second("m1", 9, 20))
-    assert early == [], (
-        f"m2's last heartbeat was at 3000 ms and partition 0 has been read up to 7000 ms: "
-        f"4000 ms of silence, less than the 5000 ms timeout. CatchUpProcessor emitted "
-        f"{_describe(early)}.")
-    assert rows == [("m2", HEALTHY, UNHEALTHY, 8_000)], (
-        f"Once partition 0 has been read up to 8000 ms without a heartbeat from m2 (last at "
-        f"3000 ms), m2 was silent for the whole timeout: emit m2: Healthy -> Unhealthy at 8000 ms "
-        f"(its last heartbeat + timeout), in the batch that reads that far, whatever the "
-        f"processing time. CatchUpProcessor emitted {_describe(rows)}.")
-    assert later == [], (
-        f"m2 is already Unhealthy: report it once. CatchUpProcessor emitted {_describe(later)}.")
+STORY = [("m2", HEALTHY, UNHEALTHY, 16_000), ("m5", None, INITIALIZING, 12_000),
+         ("m5", INITIALIZING, HEALTHY, 13_000)]
 
 
 @exercise("5.6")
-def test_each_partition_has_its_own_clock(nb):
-    p = Partitions(nb)
-    p.at(1_000)
-    p.batch("0", _every_second("m1", 0, 2))
-    p.batch("1", _every_second("m3", 0, 2))
-    p.at(1_500)
-    ahead = p.batch("0", _every_second("m1", 3, 60))
-    p.at(2_000)
-    behind = p.batch("1", _every_second("m3", 3, 6))
-    assert ahead == [] and behind == [], (
-        f"Partition 0 was read up to 60 s of event time, partition 1 only up to 6 s: during a "
-        f"catch-up partitions move at different speeds. m3 (partition 1) sent a heartbeat every "
-        f"second and must stay Healthy; CatchUpProcessor emitted {_describe(ahead + behind)}. "
-        f"Keep the clock in the partition's state (self.clock), not in an attribute shared by "
-        f"every partition.")
-
-
-@exercise("5.6")
-def test_a_quiet_partition_times_out_on_processing_time(nb):
-    p = Partitions(nb)
-    p.at(10_000)
-    p.batch("1", _every_second("m3", 0, 4) + _every_second("m4", 0, 2))
-    quiet = p.at(12_999)
-    m4 = p.at(13_000)
-    between = p.at(14_999)
-    m3 = p.at(15_000)
-    after = p.at(60_000)
-    assert quiet == [] and m4 == [("m4", HEALTHY, UNHEALTHY, 7_000)], (
-        f"Partition 1 was read at 10000 ms (processing time) up to 4000 ms of event time; m4's "
-        f"last heartbeat was at 2000 ms. With no more data, the partition's clock runs on with "
-        f"processing time, so m4's deadline (7000 ms) comes at 10000 + 3000 = 13000 ms: expect "
-        f"nothing at 12999 ms and m4: Healthy -> Unhealthy at 7000 ms at 13000 ms. "
-        f"CatchUpProcessor emitted {_describe(quiet)} at 12999 ms and {_describe(m4)} at 13000 ms. "
-        f"Is the timer set at read_at + earliest deadline - frontier?")
-    assert between == [] and m3 == [("m3", HEALTHY, UNHEALTHY, 9_000)] and after == [], (
-        f"m3 (last heartbeat 4000 ms) should follow at 15000 ms, Unhealthy at 9000 ms, and then "
-        f"nothing more; CatchUpProcessor emitted {_describe(between)} at 14999 ms, "
-        f"{_describe(m3)} at 15000 ms and {_describe(after)} later. After m4 timed out, is the "
-        f"timer set again for the next machine?")
-
-
-PARTITION_OF = {"m1": "0", "m2": "0", "m3": "1", "m4": "1"}
-
-
-def _timeline(until_s: int, stops: dict | None = None, pauses: dict | None = None):
-    stops, pauses = stops or {}, pauses or {}
-    events = []
-    for machine in PARTITION_OF:
-        for second in range(1, until_s):
-            if second > stops.get(machine, until_s):
-                continue
-            if machine in pauses and pauses[machine][0] < second < pauses[machine][1]:
-                continue
-            events.append((second * 1000, machine))
-    return sorted(events)
-
-
-def _replay(nb, events, down=None, until_ms=200_000, per_partition=6):
-    """Batches every 500 ms of processing time; at most ``per_partition`` heartbeats of each
-    partition per batch, as ``maxEventsPerTrigger`` shares a batch out; none while ``down``."""
-    p = Partitions(nb)
-    waiting = defaultdict(list)
-    for sent, machine in events:
-        waiting[PARTITION_OF[machine]].append((sent, machine))
-    emitted, now = [], 500
-    while now <= until_ms:
-        if down and down[0] <= now < down[1]:
-            now = down[1]
-            continue
-        emitted += [(now, r) for r in p.at(now)]
-        for partition, queue in sorted(waiting.items()):
-            taken = [e for e in queue[:per_partition] if e[0] <= now]
-            del queue[:len(taken)]
-            if taken:
-                emitted += [(now, r) for r in p.batch(partition, [(m, t) for t, m in taken])]
-        now += 500
-    return p, emitted
-
-
-DOWN = (10_000, 130_000)
-
-
-@exercise("5.6")
-def test_downtime_is_not_silence(nb):
-    _, emitted = _replay(nb, _timeline(200), down=DOWN)
-    after = [r for now, r in emitted if now >= DOWN[1]]
-    assert after == [], (
-        f"The query was down from 10 s to 130 s (processing time) while every machine kept "
-        f"sending; it then read the backlog six heartbeats per partition per 500 ms batch. No "
-        f"machine was ever silent, yet CatchUpProcessor emitted {_describe(after)} after the "
-        f"restart. A timer that fires more than a timeout late means the query was not running: "
-        f"set read_at to now and judge nobody.")
-
-
-@exercise("5.6")
-def test_the_catch_up_reports_what_happened_while_down(nb):
-    story = _timeline(200, stops={"m2": 60}, pauses={"m4": (70, 90)})
-    _, down = _replay(nb, story, down=DOWN)
-    _, live = _replay(nb, story)
-    after = sorted((r for now, r in down if now >= DOWN[1]), key=_by_time)
-    expected = [("m2", HEALTHY, UNHEALTHY, 65_000), ("m4", HEALTHY, UNHEALTHY, 75_000),
-                ("m4", UNHEALTHY, HEALTHY, 90_000)]
-    assert after == expected, (
-        f"While the query was down (10 s to 130 s), m2 stopped for good after 60 s and m4 paused "
-        f"from 70 s to 90 s. Catching up, the processor should report exactly "
-        f"{_describe(expected)}, at the event times they happened; CatchUpProcessor emitted "
-        f"{_describe(after)}.")
-    in_order = [sorted((r for _, r in run), key=_by_time) for run in (down, live)]
-    assert in_order[0] == in_order[1], (
-        f"A query that was down and caught up should emit the same transitions, at the same "
-        f"times, as one that never stopped; the one that never stopped emitted "
-        f"{_describe(in_order[1])}, the one that was down {_describe(in_order[0])}.")
-
-
-@exercise("5.6")
-def test_a_fleet_silent_since_the_crash_times_out_after_the_restart(nb):
-    p = Partitions(nb)
-    p.at(10_000)
-    p.batch("0", _every_second("m1", 1, 10) + _every_second("m2", 1, 10))
-    p.batch("1", _every_second("m3", 1, 10))
-    restart = p.at(130_000)
-    early = p.at(134_999)
-    rows = p.at(135_000)
-    expected = [("m1", HEALTHY, UNHEALTHY, 15_000), ("m2", HEALTHY, UNHEALTHY, 15_000),
-                ("m3", HEALTHY, UNHEALTHY, 15_000)]
-    assert restart == [] and early == [], (
-        f"Every machine stopped when the query went down (at 10 s); the query restarts at 130 s. "
-        f"Its late timers cannot know whether a backlog is on its way: they judge nobody, and "
-        f"the partitions get a full timeout from the restart. CatchUpProcessor emitted "
-        f"{_describe(restart)} at the restart and {_describe(early)} by 134999 ms.")
+def test_steady_traffic_is_initializing_then_healthy(nb):
+    hub = Hub(nb)
+    _fleet(hub, PARTITION_OF, 1, 30)
+    rows = hub.run(30_000)
+    expected = sorted([(m, None, INITIALIZING, 1_000, 1_000) for m in PARTITION_OF]
+                      + [(m, INITIALIZING, HEALTHY, 2_000, 2_000) for m in PARTITION_OF], key=_by_time)
     assert sorted(rows, key=_by_time) == expected, (
-        f"No data came within a timeout of the restart: at 135000 ms every machine should turn "
-        f"Unhealthy, stamped with the moment it went silent (its last heartbeat, 10000 ms, + "
-        f"5000 ms): {_describe(expected)}. CatchUpProcessor emitted {_describe(sorted(rows))}.")
+        f"Five machines sending a heartbeat a second, read every 500 ms: each should be "
+        f"Initializing at its first heartbeat and Healthy at its second, and nothing more, each "
+        f"noticed in the batch that read it. CatchUpProcessor emitted {_describe(rows)}.")
 
 
 @exercise("5.6")
-def test_one_timer_per_partition(nb):
-    p, _ = _replay(nb, _timeline(60), until_ms=30_000)
+def test_a_silent_machine_is_unhealthy_at_its_deadline_and_healthy_when_back(nb):
+    hub = Hub(nb)
+    _fleet(hub, ["m1"], 1, 40)
+    _fleet(hub, ["m2"], 1, 40, skip=range(11, 20))
+    rows = [r for r in hub.run(40_000) if r[0] == "m2" and r[2] != INITIALIZING and r[1] is not None]
+    expected = [("m2", INITIALIZING, HEALTHY, 2_000, 2_000), ("m2", HEALTHY, UNHEALTHY, 15_000, 15_000),
+                ("m2", UNHEALTHY, HEALTHY, 20_000, 20_000)]
+    assert rows == expected, (
+        f"m2 sent its last heartbeat at 10000 ms and its next at 20000 ms, while m1 on the same "
+        f"partition kept sending and every batch read the partition to its end: expect "
+        f"{_describe(expected)}. Unhealthy belongs at its deadline (10000 + 5000 ms), noticed by the "
+        f"batch at 15000 ms: the partition read to its end holds nothing newer up to now. "
+        f"CatchUpProcessor emitted {_describe(rows)}.")
+
+
+@exercise("5.6")
+def test_a_fleet_gone_silent_times_out_on_its_timers(nb):
+    hub = Hub(nb)
+    _fleet(hub, ["m1", "m2", "m3"], 1, 10)
+    _fleet(hub, ["m4"], 1, 8)
+    rows = [r for r in hub.run(30_000) if r[2] == UNHEALTHY]
+    expected = [("m4", HEALTHY, UNHEALTHY, 13_000, 13_000), ("m1", HEALTHY, UNHEALTHY, 15_000, 15_000),
+                ("m2", HEALTHY, UNHEALTHY, 15_000, 15_000), ("m3", HEALTHY, UNHEALTHY, 15_000, 15_000)]
+    assert sorted(rows, key=_by_time) == expected, (
+        f"Every machine stopped (m4 after 8 s, the others after 10 s) and no row arrives any more: "
+        f"the partitions' timers must do it, each at exactly its earliest deadline. Expected "
+        f"{_describe(expected)}; CatchUpProcessor emitted {_describe(sorted(rows, key=_by_time))}.")
+
+
+@exercise("5.6")
+def test_the_timer_sits_at_the_earliest_deadline(nb):
+    hub = Hub(nb)
+    _fleet(hub, ["m1"], 1, 10)
+    _fleet(hub, ["m2"], 1, 8)
+    hub.run(10_000)
+    assert hub.timers("0") == [13_000], (
+        f"Partition 0's machines last sent at 10000 ms (m1) and 8000 ms (m2): its one timer "
+        f"belongs at the earliest deadline, 13000 ms. It has {hub.timers('0')}. Save the timer "
+        f"rearm() returns.")
+
+
+@pytest.mark.parametrize("down_ms", [3_000, 120_000], ids=["3 s", "2 min"])
+@exercise("5.6")
+def test_downtime_is_not_silence(nb, down_ms):
+    live = _story(nb)
+    restarted = _story(nb, down=(10_000, 10_000 + down_ms))
+    after = sorted((r for r in restarted if r[4] >= 10_000), key=_by_time)
+    assert _facts(after) == sorted(STORY, key=_by_time), (
+        f"The query was down from 10000 ms for {down_ms} ms while m1, m3 and m4 kept sending, m2 "
+        f"stopped after 11 s and m5 started at 12 s. After the restart expect exactly "
+        f"{_describe(sorted(STORY, key=_by_time))}: nobody who kept sending is Unhealthy, m2 once "
+        f"at its deadline. CatchUpProcessor emitted {_describe(after)}. The restart's first batch "
+        f"holds every partition's backlog; its rows come before the overdue timers.")
+    assert _facts(restarted) == _facts(live), (
+        f"A query that was down should report the same changes, at the same times, as one that "
+        f"never stopped: {_describe(_facts(live))}; it reported {_describe(_facts(restarted))}.")
+    first = 10_000 + down_ms
+    assert all(r[4] == first for r in after if r[0] == "m5" or (down_ms > 5_000 and r[0] == "m2")), (
+        f"What happened during the downtime is noticed by the restart's first batch, at {first} ms; "
+        f"CatchUpProcessor emitted {_describe(after)}.")
+
+
+@exercise("5.6")
+def test_a_backlog_read_in_many_batches_gives_the_same_answers(nb):
+    live = _story(nb)
+    limited = _story(nb, down=(10_000, 130_000), limit=3)
+    assert _facts(limited) == _facts(live), (
+        f"After 120 s of downtime the backlog was read three heartbeats per partition per batch "
+        f"(maxEventsPerTrigger): a range cut short is known only up to its newest heartbeat, not "
+        f"up to now. Expected the changes of a query that never stopped, "
+        f"{_describe(_facts(live))}; CatchUpProcessor reported {_describe(_facts(limited))}.")
+
+
+@exercise("5.6")
+def test_late_and_duplicate_heartbeats_change_nothing(nb):
+    plain = Hub(nb)
+    _fleet(plain, ["m1", "m2"], 1, 20)
+    expected = plain.run(20_000)
+    hub = Hub(nb)
+    _fleet(hub, ["m1", "m2"], 1, 20)
+    out = hub.run(6_000)
+    again = Hub._row("0", "m1", 5_000, 9, 9)        # a heartbeat delivered twice
+    old = Hub._row("0", "m2", 1_500, None, None)    # one from before the machine's newest
+    hub.extra["0"] = [again, old]
+    out += hub.run(20_000)
+    assert _facts(out) == _facts(expected), (
+        f"m1's heartbeat at 5000 ms delivered a second time and a heartbeat of m2 stamped "
+        f"1500 ms arriving after newer ones should change nothing: expected "
+        f"{_describe(_facts(expected))}; CatchUpProcessor emitted {_describe(_facts(out))}.")
+
+
+@exercise("5.6")
+def test_one_value_and_one_timer_per_partition(nb):
+    hub = Hub(nb)
+    _fleet(hub, PARTITION_OF, 1, 30)
+    hub.run(30_000)
     for partition in ("0", "1"):
-        timers = p.timers(partition)
+        timers = hub.timers(partition)
         assert len(timers) == 1, (
             f"A partition with live machines needs exactly one pending timer; partition "
-            f"{partition} has {len(timers)}: {timers}. rearm() deletes the old one: call it "
-            f"instead of registering timers yourself.")
+            f"{partition} has {len(timers)}: {timers}. rearm() moves the old one: call it instead "
+            f"of registering timers yourself.")
+    value = hub.tester.peekValueState("partition", "1")
+    names = sorted(value[0]) if value else []
+    assert names == ["m3", "m4", "m5"], (
+        f"Partition 1's state value should list its machines m3, m4 and m5; it lists {names}. "
+        f"Write the machines back with save().")
 
 
 # --- Spark plumbing shared by 5.2, 5.3, 5.4 and 5.6 -------------------------------------------
@@ -759,7 +765,11 @@ def test_state_history(nb, spark, tmp_path_factory):
 
 # --- 5.6 · catch-up, on Spark -----------------------------------------------------------------
 
-HEARTBEAT_SCHEMA = "partition STRING, machine_name STRING, event_time TIMESTAMP"
+HEARTBEAT_SCHEMA = ("partition STRING, machine_name STRING, event_time TIMESTAMP, "
+                    "sequence_number LONG, last_enqueued_sequence_number LONG")
+
+
+SPARK_MACHINES = ["m1", "m2", "m3", "m4"]
 
 
 def _hub_rows(machine: str, seconds) -> list[dict]:
@@ -782,19 +792,19 @@ def _catch_up(nb, spark, folder: Path, max_files: int | None = None):
 
 
 @exercise("5.6", timeout=60)
-def test_catch_up_query_has_the_status_schema(nb, spark, tmp_path):
+def test_catch_up_query_has_the_transition_schema(nb, spark, tmp_path):
     df = _catch_up(nb, spark, tmp_path)
     got = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
     expected = [("machine_name", "string"), ("status", "string"), ("previous_status", "string"),
-                ("last_status_change_time", "timestamp")]
+                ("last_status_change_time", "timestamp"), ("noticed_time", "timestamp")]
     assert got == expected, (
-        f"The query's rows should have STATUS_SCHEMA, {expected}; they have {got}.")
+        f"The query's rows should have TRANSITION_SCHEMA, {expected}; they have {got}.")
 
 
 @exercise("5.6", timeout=400)
 def test_catch_up_on_spark_over_a_skewed_backlog(nb, spark, tmp_path):
     incoming, checkpoint, output = tmp_path / "incoming", tmp_path / "checkpoint", tmp_path / "out"
-    _write(incoming, "live", sum((_hub_rows(m, range(0, 10)) for m in PARTITION_OF), []))
+    _write(incoming, "live", sum((_hub_rows(m, range(0, 10)) for m in SPARK_MACHINES), []))
     try:
         _run_to_parquet(spark, _catch_up(nb, spark, incoming), checkpoint, output)
         for k in range(10):
@@ -811,8 +821,8 @@ def test_catch_up_on_spark_over_a_skewed_backlog(nb, spark, tmp_path):
             for r in spark.read.parquet(str(output)).collect()]
     live = sorted((r for r in rows if r[3] < 10_000), key=_by_time)
     backlog = sorted((r for r in rows if r[3] >= 10_000), key=_by_time)
-    expected_live = sorted([(m, None, INITIALIZING, 0) for m in PARTITION_OF]
-                           + [(m, INITIALIZING, HEALTHY, 1_000) for m in PARTITION_OF],
+    expected_live = sorted([(m, None, INITIALIZING, 0) for m in SPARK_MACHINES]
+                           + [(m, INITIALIZING, HEALTHY, 1_000) for m in SPARK_MACHINES],
                            key=_by_time)
     assert live == expected_live, (
         f"The first run (every machine, one heartbeat a second from 0 to 9 s) should emit "

@@ -1,9 +1,14 @@
 """``python -m streamlab.monitor``: the reference heartbeat pipeline, headless.
 
-Reads heartbeats from an event hub, runs lab 04's solution (the ``LeanHeartbeatProcessor``
-of ``solutions/04-transform-with-state``, loaded the way the grader loads it: one source,
-no second copy) on the RocksDB state store, and appends each micro-batch's transitions as
-parquet under ``--output/batch_id=N``. It runs until SIGTERM or Ctrl-C.
+Reads heartbeats from an event hub, runs the course's most correct processor, lab 05's
+``CatchUpProcessor`` (of ``solutions/05-restart-recovery``, loaded the way the grader loads
+it: one source, no second copy) on the RocksDB state store, and appends each micro-batch's
+transitions as parquet under ``--output/batch_id=N``. It runs until SIGTERM or Ctrl-C.
+
+Silence is judged from the heartbeats' own time (the hub's enqueue time), per event hub
+partition: a machine's ``Unhealthy`` row says it changed at its last heartbeat + the timeout,
+and ``noticed_time`` says when the monitor saw it. A restart after any downtime reports what
+happened while it was down, and nothing that did not.
 
 Exactly once across restarts, kill -9 included: a batch's folder is written under a
 temporary name and renamed into place, replacing whatever an earlier attempt at the same
@@ -24,25 +29,58 @@ from types import ModuleType
 
 from streamlab.paths import REPO_ROOT
 
-REFERENCE_LAB = REPO_ROOT / "solutions" / "04-transform-with-state" / "04-transform-with-state.ipynb"
+REFERENCE_LAB = REPO_ROOT / "solutions" / "05-restart-recovery" / "05-restart-recovery.ipynb"
+LAB04 = REPO_ROOT / "solutions" / "04-transform-with-state" / "04-transform-with-state.ipynb"
 
 
-def reference_solution() -> ModuleType:
-    """Lab 04's graded cells, solved: ``LeanHeartbeatProcessor``, ``status_changes``, schemas."""
+def _load(notebook: Path, module_name: str) -> ModuleType:
     from streamlab.grading.loader import load_notebook
 
-    loaded = load_notebook(REFERENCE_LAB, module_name="streamlab_reference_lab04")
+    loaded = load_notebook(notebook, module_name=module_name)
     if loaded.problems:
         raise RuntimeError(f"the reference solution does not load: {loaded.problems[0].sentence()}")
     return loaded.module
 
 
+def reference_solution() -> ModuleType:
+    """Lab 05's graded cells, solved: ``CatchUpProcessor``, ``catch_up_changes``, schemas."""
+    return _load(REFERENCE_LAB, "streamlab_reference_lab05")
+
+
+def lab04_solution() -> ModuleType:
+    """Lab 04's graded cells, solved: ``LeanHeartbeatProcessor``, ``status_changes``, schemas.
+
+    The teaching step before lab 05: it judges silence by processing time, so a restart after
+    a short downtime can report machines that never stopped as Unhealthy.
+    """
+    return _load(LAB04, "streamlab_reference_lab04")
+
+
 def parse_heartbeats(events, schema):
-    """Typed heartbeats from ``eventhubs`` rows; malformed bodies are left out."""
+    """Typed heartbeats from ``eventhubs`` rows (lab 04's schema); malformed bodies are left out."""
     from pyspark.sql import functions as F
 
     parsed = events.select(F.from_json(F.col("body").cast("string"), schema).alias("h"))
     return parsed.select("h.*").where(F.col("machine_name").isNotNull())
+
+
+def reference_transitions(spark, connection_string: str, *, eventhub: str = "heartbeats",
+                          timeout_seconds: float = 5.0, max_events_per_trigger: int | None = None,
+                          lab: ModuleType | None = None):
+    """The reference pipeline as a streaming DataFrame of transition rows.
+
+    Columns: ``machine_name, status, previous_status, last_status_change_time, noticed_time``.
+    """
+    lab = lab or reference_solution()
+    reader = (spark.readStream.format("eventhubs")
+              .option("connectionString", connection_string)
+              .option("eventHubName", eventhub)
+              .option("startingPosition", "earliest")
+              .option("systemProperties", "true"))  # how far each partition was read
+    if max_events_per_trigger:
+        reader = reader.option("maxEventsPerTrigger", max_events_per_trigger)
+    processor = lab.CatchUpProcessor(timeout_ms=int(timeout_seconds * 1000))
+    return lab.catch_up_changes(lab.parse_heartbeats(reader.load()), processor)
 
 
 def batch_writer(output: Path):
@@ -74,17 +112,11 @@ def read_transitions(output: str | Path) -> list[dict]:
 
 def start(spark, connection_string: str, checkpoint: str, output: str, *,
           eventhub: str = "heartbeats", timeout_seconds: float = 5.0,
-          trigger: str = "500 milliseconds", retire_after_seconds: float = 3600.0):
+          trigger: str = "500 milliseconds", max_events_per_trigger: int | None = None):
     """Start the reference monitor query in ``spark``; return the StreamingQuery."""
-    lab = reference_solution()
-    events = (spark.readStream.format("eventhubs")
-              .option("connectionString", connection_string)
-              .option("eventHubName", eventhub)
-              .option("startingPosition", "earliest")
-              .load())
-    processor = lab.LeanHeartbeatProcessor(timeout_ms=int(timeout_seconds * 1000),
-                                           retire_after_ms=int(retire_after_seconds * 1000))
-    transitions = lab.status_changes(parse_heartbeats(events, lab.HEARTBEAT_SCHEMA), processor)
+    transitions = reference_transitions(spark, connection_string, eventhub=eventhub,
+                                        timeout_seconds=timeout_seconds,
+                                        max_events_per_trigger=max_events_per_trigger)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     return (transitions.writeStream.queryName("heartbeat_monitor")
@@ -103,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eventhub", default="heartbeats")
     parser.add_argument("--timeout-seconds", type=float, default=5.0)
     parser.add_argument("--trigger", default="500 milliseconds")
+    parser.add_argument("--max-events-per-trigger", type=int, default=None,
+                        help="read a backlog in micro-batches of at most this many events")
     args = parser.parse_args(argv)
 
     from streamlab.session import spark_session
@@ -110,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = spark_session(app_name="streamlab-monitor")
     query = start(spark, args.connection_string, args.checkpoint, args.output,
                   eventhub=args.eventhub, timeout_seconds=args.timeout_seconds,
-                  trigger=args.trigger)
+                  trigger=args.trigger, max_events_per_trigger=args.max_events_per_trigger)
     stopping = threading.Event()
 
     def _stop(signum, frame):

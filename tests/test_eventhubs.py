@@ -8,7 +8,7 @@ import socket
 import pytest
 from eventhub_clients import Receiver, send
 
-from streamlab.eventhubs import SCHEMA, EventHubsOptionError
+from streamlab.eventhubs import SCHEMA, SYSTEM_SCHEMA, EventHubsOptionError
 from streamlab.eventhubs.options import endpoint
 from streamlab.eventhubs.source import apply_limit
 from streamlab.hub import partition_for_key
@@ -41,6 +41,45 @@ def test_limit_is_shared_fairly_between_partitions():
     assert apply_limit(start, latest, 10) == {"0": 8, "1": 12, "2": 5}
     assert apply_limit(start, latest, 1000) == latest
     assert sum(apply_limit(start, latest, 7)[p] - start[p] for p in start) == 7
+
+
+def test_the_limit_never_leaves_a_partition_with_events_out_of_a_batch():
+    # A partition left out would look as if it had nothing to read.
+    start = {"0": 0, "1": 0, "2": 0, "3": 7}
+    latest = {"0": 50, "1": 3, "2": 9, "3": 7}
+    granted = apply_limit(start, latest, 2)
+    assert {p: granted[p] - start[p] for p in start} == {"0": 1, "1": 1, "2": 1, "3": 0}
+
+
+def test_system_properties_say_how_far_each_partition_was_read(spark, hub, tmp_path):
+    send(hub.connection_string, [f"a{i}" for i in range(7)], partition_id="0")
+    send(hub.connection_string, [f"b{i}" for i in range(2)], partition_id="1")
+    df = _stream(spark, hub, startingPosition="earliest", maxEventsPerTrigger=4,
+                 systemProperties="true")
+    assert df.schema == SYSTEM_SCHEMA and SYSTEM_SCHEMA.fieldNames()[:-1] == SCHEMA.fieldNames()
+    _run_to_parquet(df, tmp_path / "out", tmp_path / "ckpt")
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert len(rows) == 9
+    # Every batch knew the partition's end, however much of it the limit let it read.
+    ends = {(r.partition, r.systemProperties["lastEnqueuedSequenceNumber"]) for r in rows}
+    assert ends == {("0", "6"), ("1", "1")}
+    assert _stream(spark, hub).schema == SCHEMA  # without the option, the connector's columns
+
+
+def test_a_query_started_on_a_backlog_plans_its_first_batch_to_the_hubs_end(spark, hub, tmp_path):
+    # A receiver that has just connected has delivered nothing yet: the first batch must not be
+    # planned from its empty buffer, or a consumer would take "no rows" for "nothing to read".
+    send(hub.connection_string, [f"e{i}" for i in range(2000)])
+    sizes: list[int] = []
+    query = (_stream(spark, hub, startingPosition="earliest").writeStream
+             .foreachBatch(lambda df, batch_id: sizes.append(df.count()))
+             .option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(processingTime="200 milliseconds").start())
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert sizes and sizes[0] == 2000, sizes
 
 
 def test_events_arrive_with_the_connector_schema(spark, hub, tmp_path):
@@ -156,6 +195,8 @@ def test_an_unreachable_hub_fails_the_query_with_a_sentence(spark, tmp_path):
      "startingPosition must be"),
     ({"connectionString": "Endpoint=sb://h:1;EntityPath=x", "maxEventsPerTrigger": "0"},
      "maxEventsPerTrigger"),
+    ({"connectionString": "Endpoint=sb://h:1;EntityPath=x", "systemProperties": "yes"},
+     "systemProperties must be true or false"),
 ])
 def test_bad_options_are_named(options, words):
     from streamlab.eventhubs.options import parse_options

@@ -1,36 +1,53 @@
-"""The reference monitor: exactly-once transitions across a kill -9 while producers keep sending."""
+"""The reference monitor killed with SIGKILL and restarted: right after any downtime, exactly once.
+
+Real processes: the hub emulator in its own process, SDK producers (``streamlab.fleet``), and
+``python -m streamlab.monitor`` killed with SIGKILL and started again on the same checkpoint.
+While it is down, two machines stop for good (one shares its event hub partition with a
+machine that keeps sending, one is alone on its partition) and one machine starts. Every
+machine must then show exactly the transitions it went through, stamped with when they
+happened; late and duplicate heartbeats change nothing.
+"""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 from eventhub_clients import wait_for
 
 from streamlab.fleet import Fleet
+from streamlab.hub import partition_for_key, start_subprocess
 from streamlab.monitor import read_transitions
 from streamlab.paths import REPO_ROOT
 
-MACHINES = ["m1", "m2", "m3"]
+TIMEOUT_S = 5
+KEEP_SENDING = ["m1", "m4"]
+STOP = ["m3", "m6"]  # m3 shares partition 0 with m1; m6 is alone on partition 3
+START = "m5"         # starts during the downtime, on m4's partition
 
 
-def _monitor(hub, tmp_path) -> subprocess.Popen:
+def start_monitor(connection_string: str, work: Path, run: str, *extra: str) -> subprocess.Popen:
+    """``python -m streamlab.monitor`` on ``work``'s checkpoint, its output in a log file."""
+    log = open(work / f"monitor-{run}.log", "w")
     return subprocess.Popen(
-        [sys.executable, "-m", "streamlab.monitor", "--connection-string", hub.connection_string,
-         "--checkpoint", str(tmp_path / "checkpoint"), "--output", str(tmp_path / "out"),
-         "--timeout-seconds", "5", "--trigger", "500 milliseconds"],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**__import__("os").environ, "STREAMLAB_SPARK_MASTER": "local[2]"})
+        [sys.executable, "-m", "streamlab.monitor", "--connection-string", connection_string,
+         "--checkpoint", str(work / "checkpoint"), "--output", str(work / "out"),
+         "--timeout-seconds", str(TIMEOUT_S), "--trigger", "500 milliseconds", *extra],
+        cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, "STREAMLAB_SPARK_MASTER": "local[2]"})
 
 
-def _statuses(rows, machine):
+def statuses(rows, machine) -> list[str]:
     return [r["status"] for r in rows if r["machine_name"] == machine]
 
 
-def _chains_are_whole(rows) -> None:
+def chains_are_whole(rows) -> None:
     """Each machine's transitions link up: none lost, none repeated."""
     by_machine = defaultdict(list)
     for row in rows:
@@ -43,38 +60,87 @@ def _chains_are_whole(rows) -> None:
             previous = row["status"]
 
 
-@pytest.fixture
-def fleet(hub):
-    with Fleet(hub.connection_string) as running:
-        yield running
+def alive(process: subprocess.Popen, log: Path):
+    def check() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"the monitor exited: {log.read_text()[-3000:]}")
+        return False
+    return check
 
 
-def test_kill_minus_nine_loses_and_repeats_nothing(hub, fleet, tmp_path):
-    for name in MACHINES:
+def run_through_downtime(connection_string: str, fleet: Fleet, work: Path, down_s: float,
+                         *restart_args: str) -> tuple[list[dict], list[dict], dict, float]:
+    """Kill the monitor, stop and start machines, restart it ``down_s`` later; the transitions
+    before the kill and at the end, each stopped machine's last send, and the kill time."""
+    assert partition_for_key("m1", 4) == partition_for_key("m3", 4) != partition_for_key("m6", 4)
+    assert partition_for_key("m4", 4) == partition_for_key("m5", 4)
+    assert len({partition_for_key(m, 4) for m in KEEP_SENDING + STOP}) == 3
+    for name in KEEP_SENDING + STOP:
         fleet.add(name)
-    first = _monitor(hub, tmp_path)
+    out = work / "out"
+    first = start_monitor(connection_string, work, "1")
     try:
-        wait_for(lambda: all("Healthy" in _statuses(read_transitions(tmp_path / "out"), m)
-                             for m in MACHINES), timeout=180, what="every machine Healthy")
+        check = alive(first, work / "monitor-1.log")
+        wait_for(lambda: check() or all("Healthy" in statuses(read_transitions(out), m)
+                                        for m in KEEP_SENDING + STOP),
+                 timeout=240, what="every machine Healthy")
+        fleet.send_late("m1")
+        fleet.send_duplicate("m4")
+        time.sleep(1.5)  # the monitor reads them before the kill
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(30)
-    before = read_transitions(tmp_path / "out")
+    killed_at = time.time()
+    before = read_transitions(out)
 
-    second = _monitor(hub, tmp_path)
+    for name in STOP:
+        fleet.pause(name)
+    fleet.add(START)
+    fleet.send_duplicate("m1")
+    time.sleep(down_s)
+    stopped = {name: fleet.machine(name).last_sent_at for name in STOP}
+
+    second = start_monitor(connection_string, work, "2", *restart_args)
     try:
-        fleet.pause("m2")
-        wait_for(lambda: _statuses(read_transitions(tmp_path / "out"), "m2")[-1:] == ["Unhealthy"],
-                 timeout=180, what="m2 Unhealthy after its pause")
-        fleet.resume("m2")
-        wait_for(lambda: _statuses(read_transitions(tmp_path / "out"), "m2")[-1:] == ["Healthy"],
-                 timeout=120, what="m2 Healthy again")
+        check = alive(second, work / "monitor-2.log")
+        wait_for(lambda: check() or (
+            all(statuses(read_transitions(out), m)[-1:] == ["Unhealthy"] for m in STOP)
+            and statuses(read_transitions(out), START)[-1:] == ["Healthy"]),
+            timeout=300, what="the stopped machines Unhealthy and the new one Healthy")
+        time.sleep(TIMEOUT_S + 3)  # time enough for a false Unhealthy to show
     finally:
         second.send_signal(signal.SIGTERM)
-        assert second.wait(60) == 0, second.stdout.read()
-    after = read_transitions(tmp_path / "out")
+        code = second.wait(60)
+    assert code == 0, (work / "monitor-2.log").read_text()[-3000:]
+    return before, read_transitions(out), stopped, killed_at
+
+
+def check_transitions(before, after, stopped: dict, killed_at: float) -> None:
+    """Exactly the sequences each machine went through, at the times they happened."""
     # What the first run wrote is still there, once; its last batch may have been replayed.
     settled = [r for r in before if r["batch_id"] < max(b["batch_id"] for b in before)]
     assert after[:len(settled)] == settled
-    _chains_are_whole(after)
-    assert all(_statuses(after, m)[:2] == ["Initializing", "Healthy"] for m in MACHINES)
+    chains_are_whole(after)
+    story = {m: [(r["batch_id"], r["previous_status"], r["status"], r["last_status_change_time"])
+                 for r in after if r["machine_name"] == m] for m in KEEP_SENDING + STOP + [START]}
+    for machine in KEEP_SENDING + [START]:
+        assert statuses(after, machine) == ["Initializing", "Healthy"], (machine, story)
+    for machine in STOP:
+        assert statuses(after, machine) == ["Initializing", "Healthy", "Unhealthy"], (machine, story)
+        unhealthy = [r for r in after if r["machine_name"] == machine][-1]
+        # Stamped with the moment it went silent: its last heartbeat (as the hub stamped it,
+        # within milliseconds of the producer's send) + the timeout.
+        went_silent = unhealthy["last_status_change_time"].timestamp()
+        assert abs(went_silent - (stopped[machine] + TIMEOUT_S)) < 0.5, (machine, went_silent, stopped)
+    started = [r for r in after if r["machine_name"] == START][0]
+    assert started["last_status_change_time"].timestamp() > killed_at, (started, killed_at)
+    for row in after:
+        assert row["noticed_time"] >= row["last_status_change_time"], row
+
+
+@pytest.mark.parametrize("down_s", [3, 15], ids=["3 s down", "15 s down"])
+def test_a_restart_after_downtime_reports_exactly_what_happened(tmp_path, down_s):
+    with start_subprocess(data_dir=tmp_path / "hub") as hub, Fleet(hub.connection_string) as fleet:
+        before, after, stopped, killed_at = run_through_downtime(
+            hub.connection_string, fleet, tmp_path, down_s)
+    check_transitions(before, after, stopped, killed_at)

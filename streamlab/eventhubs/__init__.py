@@ -7,6 +7,7 @@ Registered by :func:`streamlab.spark_session`::
           .option("eventHubName", "heartbeats")
           .option("startingPosition", "earliest")      # or latest, or {"0": 42, ...}
           .option("maxEventsPerTrigger", 10_000)        # optional
+          .option("systemProperties", "true")           # optional: a systemProperties column
           .load())
 
     (transitions.selectExpr("to_json(struct(*)) AS body", "machine_name AS partitionKey")
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
 
-from streamlab.eventhubs.options import SCHEMA, EventHubsOptionError, EventHubsUnavailable, parse_options
+from streamlab.eventhubs.options import (SCHEMA, SYSTEM_SCHEMA, EventHubsOptionError,
+                                        EventHubsUnavailable, parse_options)
 from streamlab.eventhubs.sink import EventHubsStreamWriter
 from streamlab.eventhubs.source import EventHubsStreamReader
 
@@ -34,7 +36,7 @@ class EventHubsDataSource(DataSource):
         return "eventhubs"
 
     def schema(self):
-        return SCHEMA
+        return SYSTEM_SCHEMA if parse_options(self.options).system_properties else SCHEMA
 
     def streamReader(self, schema) -> EventHubsStreamReader:
         return EventHubsStreamReader(parse_options(self.options))
@@ -48,5 +50,5 @@ def register(spark) -> None:
     spark.dataSource.register(EventHubsDataSource)
 
 
-__all__ = ["SCHEMA", "EventHubsDataSource", "EventHubsOptionError", "EventHubsUnavailable",
-           "register"]
+__all__ = ["SCHEMA", "SYSTEM_SCHEMA", "EventHubsDataSource", "EventHubsOptionError",
+           "EventHubsUnavailable", "register"]

@@ -20,6 +20,12 @@ SCHEMA = StructType([
     StructField("properties", MapType(StringType(), StringType())),
 ])
 
+#: The schema with ``.option("systemProperties", "true")``: one more map, as the classic
+#: connector's ``systemProperties`` (see :mod:`streamlab.eventhubs.source` for its keys).
+SYSTEM_SCHEMA = StructType(SCHEMA.fields + [
+    StructField("systemProperties", MapType(StringType(), StringType())),
+])
+
 
 class EventHubsOptionError(ValueError):
     """An option of the eventhubs source or sink is missing or malformed."""
@@ -64,6 +70,8 @@ class EventHubsOptions:
     max_events_per_trigger: int | None = None
     #: How long the source waits for the hub before it gives up with an error.
     timeout_seconds: float = 30.0
+    #: Add the ``systemProperties`` column.
+    system_properties: bool = False
 
     @property
     def client_kwargs(self) -> dict:
@@ -106,6 +114,9 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
         max_events = -1
     if max_events is not None and max_events <= 0:
         raise EventHubsOptionError(f"maxEventsPerTrigger must be a positive number; got {limit!r}")
+    system = lowered.get("systemproperties", "false").strip().lower()
+    if system not in ("true", "false"):
+        raise EventHubsOptionError(f"systemProperties must be true or false; got {system!r}")
     parsed = EventHubsOptions(
         connection_string=connection_string,
         eventhub=eventhub,
@@ -113,6 +124,7 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
         starting_position=lowered.get("startingposition", "latest").strip(),
         max_events_per_trigger=max_events,
         timeout_seconds=float(lowered.get("timeoutseconds", 30)),
+        system_properties=system == "true",
     )
     parsed.starting_sequence_numbers()  # fail early on a malformed map
     return parsed

@@ -43,6 +43,8 @@ class _Partition:
     def __init__(self) -> None:
         self.rows: deque[Row] = deque()
         self.next_sequence = 0  # one past the last buffered event
+        self.promised = 0  # one past the last event the hub said it holds (may be unreceived)
+        self.verified = False  # promised was asked of the hub since the receiver (re)started
         self.generation = 0  # bumped on every restart; callbacks of older receivers are ignored
         self.client: Any = None
         self.thread: threading.Thread | None = None
@@ -62,18 +64,33 @@ class Receivers:
         self._partitions: dict[str, _Partition] = {}
         self._closed = False
 
-    def ensure(self, start: dict[str, int]) -> None:
-        """Make sure every partition in ``start`` is receiving from its sequence number on."""
+    def ensure(self, start: dict[str, int]) -> list[str]:
+        """Make sure every partition in ``start`` is receiving from its sequence number on.
+
+        Returns the partitions whose receiver (re)started since the hub was last asked for
+        their end: until it has caught up, such a buffer says nothing about what the hub holds.
+        """
         with self._lock:
             for partition_id, sequence in start.items():
                 state = self._partitions.get(partition_id)
-                if state is None or not (state.first_sequence <= sequence <= state.next_sequence):
+                if state is None or not self._covers(state, sequence):
                     self._restart(partition_id, sequence)
+            return [p for p in start if not self._partitions[p].verified]
+
+    def promise(self, ends: dict[str, int]) -> None:
+        """Record that the hub holds events up to ``ends`` (exclusive), received or not."""
+        with self._lock:
+            for partition_id, end in ends.items():
+                state = self._partitions.get(partition_id)
+                if state is not None:
+                    state.promised = max(state.promised, end)
+                    state.verified = True
 
     def available(self, partition_id: str) -> int:
-        """One past the last contiguous event buffered for ``partition_id``."""
+        """One past the last event known to exist: buffered, or promised by the hub."""
         with self._lock:
-            return self._partitions[partition_id].next_sequence
+            state = self._partitions[partition_id]
+            return max(state.next_sequence, state.promised)
 
     def wait_until(self, target: dict[str, int], timeout: float) -> None:
         """Block until every partition has buffered events up to ``target`` (exclusive)."""
@@ -93,7 +110,7 @@ class Receivers:
         """The events with ``start <= sequence number < end``, receiving them if needed."""
         with self._lock:
             state = self._partitions.get(partition_id)
-            if state is None or not (state.first_sequence <= start <= state.next_sequence):
+            if state is None or not self._covers(state, start):
                 # A batch replayed after a restart, or one planned elsewhere: read it again.
                 self._restart(partition_id, start)
         self.wait_until({partition_id: end}, timeout)
@@ -119,6 +136,11 @@ class Receivers:
 
     # -- internals --------------------------------------------------------------------------
 
+    @staticmethod
+    def _covers(state: _Partition, sequence: int) -> bool:
+        """Whether the partition's receiver will deliver ``sequence`` without a restart."""
+        return state.first_sequence <= sequence <= max(state.next_sequence, state.promised)
+
     def _timeout_message(self, missing: dict[str, int]) -> str:
         parts = []
         for partition_id, sequence in sorted(missing.items()):
@@ -136,6 +158,8 @@ class Receivers:
         old_client = state.client
         state.rows.clear()
         state.next_sequence = sequence
+        state.promised = sequence
+        state.verified = False
         state.error = None
         state.client = None
         if old_client is not None:

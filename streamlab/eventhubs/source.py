@@ -7,6 +7,21 @@ restarted query reads exactly the events after its last committed batch.
 The driver keeps one receiver per partition open between micro-batches
 (:mod:`streamlab.eventhubs.receivers`) and ships each batch's events to the tasks inside its
 input partitions: no connection per batch, and a batch is planned from what has arrived.
+
+What a batch planned says about the hub, so that a consumer may trust "no rows" as "nothing
+to read" (the reference heartbeat monitor does):
+
+- A connected receiver's buffer is fresh: the hub pushes events within milliseconds. When a
+  receiver has just been (re)started (the query's start, a restart, a replay), its buffer says
+  nothing yet, so the source asks the hub for every partition's real end (one management call)
+  and plans up to it; the reads then wait for those events.
+- ``maxEventsPerTrigger`` never starves a partition: every partition with events to read gets
+  at least one in every batch, even if that takes the batch a few events over the limit.
+- With ``.option("systemProperties", "true")`` each row also carries a ``systemProperties``
+  map (as the classic connector's column): ``lastEnqueuedSequenceNumber`` is the newest
+  sequence number the source knew the partition to hold when it planned the batch. A batch
+  replayed after a restart knows the hub's end at the replay, which can only be later: its
+  ranges may look cut short that were not, never the reverse.
 """
 
 from __future__ import annotations
@@ -20,6 +35,10 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from streamlab.eventhubs.options import EventHubsOptions, unavailable
 from streamlab.eventhubs.receivers import Receivers, Row
+
+
+#: The key of ``systemProperties`` that says how far the partition went when the batch was planned.
+LAST_ENQUEUED = "lastEnqueuedSequenceNumber"
 
 
 class EventsPartition(InputPartition):
@@ -59,11 +78,15 @@ def partition_bounds(options: EventHubsOptions) -> dict[str, tuple[int, int]]:
 
 
 def apply_limit(start: dict[str, int], latest: dict[str, int], max_rows: int) -> dict[str, int]:
-    """Share ``max_rows`` fairly between partitions: no partition starves another."""
+    """Share ``max_rows`` fairly between partitions: no partition starves another.
+
+    Every partition with events to read gets at least one, even past ``max_rows``: a partition
+    left out of a batch would look as if it had nothing to read.
+    """
     wanted = {p: latest[p] - start[p] for p in latest}
     granted = dict.fromkeys(latest, 0)
-    budget = max_rows
     active = sorted(p for p in wanted if wanted[p] > 0)
+    budget = max(max_rows, len(active))
     while budget > 0 and active:
         share = max(1, budget // len(active))
         for partition_id in list(active):
@@ -85,10 +108,13 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._receivers: Receivers | None = None
         self._target: dict[str, int] | None = None
         self._initial: dict[str, int] | None = None
+        # Per partition, one past the newest event known to exist when a batch was planned.
+        self._known_end: dict[str, int] = {}
 
     def __getstate__(self) -> dict:
         # Tasks receive this object to call read(); the receivers stay on the driver.
-        return {"options": self.options, "_receivers": None, "_target": None, "_initial": None}
+        return {"options": self.options, "_receivers": None, "_target": None, "_initial": None,
+                "_known_end": {}}
 
     @property
     def receivers(self) -> Receivers:
@@ -119,23 +145,35 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         start = {str(p): int(s) for p, s in start.items()}
-        self.receivers.ensure(start)
+        if self.receivers.ensure(start):
+            # A receiver that has just started has delivered nothing yet: ask the hub.
+            self.receivers.promise({p: end for p, (_, end) in partition_bounds(self.options).items()
+                                    if p in start})
         if self._target is not None:
             latest = {p: max(start.get(p, 0), end) for p, end in self._target.items()}
             for p in start:
                 latest.setdefault(p, start[p])
         else:
             latest = {p: max(s, self.receivers.available(p)) for p, s in start.items()}
+        self._known_end.update(latest)
         if isinstance(limit, ReadMaxRows):
             latest = apply_limit({p: start.get(p, 0) for p in latest}, latest, limit.max_rows)
         return latest
 
     def partitions(self, start: dict, end: dict) -> list[EventsPartition]:
+        if self.options.system_properties and any(p not in self._known_end for p in end):
+            # A batch replayed after a restart: its planning knowledge is gone; the hub's end
+            # now is the best (latest) answer.
+            self._known_end.update({p: e for p, (_, e) in partition_bounds(self.options).items()})
         result = []
         for partition_id in sorted(end, key=lambda p: (len(p), p)):
             first, last = int(start.get(partition_id, 0)), int(end[partition_id])
             if last > first:
                 rows = self.receivers.take(partition_id, first, last, self.options.timeout_seconds)
+                if self.options.system_properties:
+                    known = max(last, self._known_end.get(partition_id, last))
+                    system = {LAST_ENQUEUED: str(known - 1)}
+                    rows = [row + (system,) for row in rows]
                 result.append(EventsPartition(partition_id, rows))
         return result
 
