@@ -660,3 +660,109 @@ def test_a_failed_start_restores_the_pool_and_raises(nb, spark, tmp_path):
     assert after == "notebook", (
         f"When start() raises, the calling thread's pool should still be put back ('notebook'); "
         f"it is {after!r}. Restore it in a finally: block.")
+
+
+# --- 7.7 · each batch once ----------------------------------------------------------------------
+
+
+def batch_writer(nb, table: Path, app_id: str):
+    write = nb.once_per_batch(str(table), app_id)
+    assert callable(write), (
+        f"once_per_batch(path, app_id) should return the function write(batch, batch_id) for "
+        f"foreachBatch; it returned {type(write).__name__}.")
+    return write
+
+
+def readings_batch(spark, first: int, count: int) -> DataFrame:
+    return spark.createDataFrame(
+        [("d1", 50.0, at(n), n) for n in range(first, first + count)], READING_DDL)
+
+
+def table_readings(table: Path) -> list[int]:
+    from deltalake import DeltaTable
+
+    assert DeltaTable.is_deltatable(str(table)), (
+        f"After write(batch, batch_id) there should be a Delta table at {table}; there is none. "
+        "Append the batch with write_deltalake(path, batch.toArrow(), mode='append', ...).")
+    return sorted(DeltaTable(str(table)).to_pyarrow_table()["sequence_number"].to_pylist())
+
+
+def recorded(table: Path, app_id: str):
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(table)).transaction_version(app_id)
+
+
+@exercise("7.7", timeout=60)
+def test_a_batch_is_appended_with_its_transaction_id(nb, spark, tmp_path):
+    table = tmp_path / "samples"
+    write = batch_writer(nb, table, "sampler")
+    write(readings_batch(spark, 0, 3), 0)
+    assert table_readings(table) == [0, 1, 2], (
+        f"The first batch held the readings [0, 1, 2]; the table holds {table_readings(table)}.")
+    write(readings_batch(spark, 3, 2), 1)
+    assert table_readings(table) == [0, 1, 2, 3, 4], (
+        f"Batches 0 and 1 held the readings 0 to 4; the table holds {table_readings(table)}. "
+        "Append each new batch to the table.")
+    assert recorded(table, "sampler") == 1, (
+        f"After batch 1, the table's transaction version for the app id 'sampler' should be 1; "
+        f"it is {recorded(table, 'sampler')}. Commit each batch with "
+        "CommitProperties(app_transactions=[Transaction(app_id=..., version=batch_id)]).")
+
+
+@exercise("7.7", timeout=60)
+def test_a_replayed_batch_is_not_written_again(nb, spark, tmp_path):
+    table = tmp_path / "samples"
+    write = batch_writer(nb, table, "sampler")
+    first, second = readings_batch(spark, 0, 3), readings_batch(spark, 3, 2)
+    write(first, 0)
+    write(first, 0)
+    got = table_readings(table)
+    assert got == [0, 1, 2], (
+        f"Batch 0 was handed to write() twice, as Spark does after a crash; the table should hold "
+        f"its readings once, [0, 1, 2], and holds {got}. Skip a batch whose id the table has "
+        "already recorded for the app id (DeltaTable(path).transaction_version(app_id)).")
+    write(second, 1)
+    write(second, 1)
+    write(first, 0)
+    got = table_readings(table)
+    assert got == [0, 1, 2, 3, 4], (
+        f"After batches 0, 1, 1 again and 0 again, the table should hold the readings 0 to 4 "
+        f"once each; it holds {got}. Skip every batch at or below the recorded version.")
+
+
+@exercise("7.7", timeout=60)
+def test_each_app_id_counts_its_own_batches(nb, spark, tmp_path):
+    table = tmp_path / "samples"
+    batch_writer(nb, table, "sampler")(readings_batch(spark, 0, 2), 0)
+    batch_writer(nb, table, "backfill")(readings_batch(spark, 10, 1), 0)
+    got = table_readings(table)
+    assert got == [0, 1, 10], (
+        f"Two writers with different app ids each wrote their batch 0; the table should hold "
+        f"both, [0, 1, 10], and holds {got}. Compare the batch id with the version recorded for "
+        "this writer's app id only.")
+
+
+@exercise("7.7", timeout=120)
+def test_a_restarted_query_writes_its_replayed_batch_once(nb, spark, tmp_path, checkpoint_dir):
+    folder, table = tmp_path / "readings", tmp_path / "samples"
+    write = batch_writer(nb, table, "file-query")
+
+    def run() -> None:
+        (spark.readStream.schema(READING_DDL).option("maxFilesPerTrigger", 1).json(str(folder))
+         .writeStream.foreachBatch(write).option("checkpointLocation", checkpoint_dir)
+         .trigger(availableNow=True).start().awaitTermination())
+
+    deliver(folder, "a", [reading_line("d1", n, 50.0, n) for n in range(3)], order=0)
+    deliver(folder, "b", [reading_line("d1", n, 50.0, n) for n in range(3, 5)], order=1)
+    run()
+    # A driver that died after write() returned and before Spark recorded batch 1 as done.
+    commits = Path(checkpoint_dir, "commits")
+    for name in ("1", ".1.crc"):
+        (commits / name).unlink(missing_ok=True)
+    run()
+    got = table_readings(table)
+    assert got == [0, 1, 2, 3, 4], (
+        f"A query wrote batches 0 and 1, crashed before Spark recorded batch 1 as done, and "
+        f"restarted: Spark ran batch 1 again. The table should hold the readings 0 to 4 once "
+        f"each; it holds {got}.")
