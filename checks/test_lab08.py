@@ -2,17 +2,19 @@
 
 Pure Python first: the consumer's decoder on real ``azure.eventhub.EventData`` objects (8.2)
 and the runbook (8.4). Then Spark: the status events' encoding on fixed rows, in two session
-time zones (8.1); the pipeline over parquet files in the eventhubs source's schema, one file
-per micro-batch, run with ``trigger(availableNow=True)`` (8.3); the wired query, looked at
-unstarted and then run to the end of its input against an in-process hub, on heartbeats sent
-before it starts (8.5). No check sleeps, and every verdict depends on the data only: times are
-compared with the batch timestamps Spark wrote into the checkpoint.
+time zones (8.1); the pipeline, with lab 05's ``CatchUpProcessor``, over parquet files in the
+eventhubs source's schema, one file per micro-batch, run with ``trigger(availableNow=True)``
+(8.3); the wired query, looked at unstarted and then run to the end of its input against an
+in-process hub, on heartbeats sent before it starts (8.5). No check sleeps, and every verdict
+depends on the data only: the processor stamps each change with the heartbeats' enqueue
+times, which the checks choose or read back from the hub.
 """
 
 import functools
 import json
 import math
 import os
+import re
 import sys
 import threading
 from datetime import datetime, timedelta, timezone
@@ -43,15 +45,15 @@ def _stamp(ms: int) -> str:
 
 
 @functools.cache
-def _lab04():
+def _lab05():
     from streamlab.monitor import reference_solution
 
     return reference_solution()
 
 
 def _processor(timeout_ms: int):
-    """Lab 04's LeanHeartbeatProcessor, the processor every check's pipeline runs."""
-    return _lab04().LeanHeartbeatProcessor(timeout_ms=timeout_ms, retire_after_ms=2 * HOUR_MS)
+    """Lab 05's CatchUpProcessor, the processor every check's pipeline runs."""
+    return _lab05().CatchUpProcessor(timeout_ms=timeout_ms)
 
 
 # --- 8.2 · the consumer's decoder ------------------------------------------------------------
@@ -335,28 +337,41 @@ _ARROW_SCHEMA = pa.schema([
     ("sequenceNumber", pa.int64()), ("enqueuedTime", pa.timestamp("us", tz="UTC")),
     ("publisher", pa.string()), ("partitionKey", pa.string()),
     ("properties", pa.map_(pa.string(), pa.string())),
+    ("systemProperties", pa.map_(pa.string(), pa.string())),
 ])
+TRANSITION_COLUMNS = [("machine_name", "string"), ("status", "string"), ("previous_status", "string"),
+                      ("last_status_change_time", "timestamp"), ("noticed_time", "timestamp")]
 
 
 def _heartbeat(machine: str, machine_time: str = "2026-11-22T10:00:00Z") -> tuple[str, bytes]:
+    # Every heartbeat says 10:00:00 on the machine's clock: the pipeline must go by enqueue time.
     return machine, json.dumps({"machine_name": machine, "machine_time": machine_time}).encode()
 
 
-def _write_events(folder: Path, second: int, events: list) -> None:
-    rows = [{"body": body, "partition": "0", "offset": str(i), "sequenceNumber": i,
-             "enqueuedTime": START + timedelta(seconds=second), "publisher": None,
-             "partitionKey": key, "properties": []} for i, (key, body) in enumerate(events)]
+def _write_events(folder: Path, second: int, first_number: int, events: list, last_enqueued: int) -> int:
+    """One file of eventhubs rows on partition 0, enqueued ``second`` s after START.
+
+    ``last_enqueued`` is what the source's systemProperties would say the partition held when
+    the batch was planned. Returns the next sequence number.
+    """
+    rows = [{"body": body, "partition": "0", "offset": str(first_number + i),
+             "sequenceNumber": first_number + i, "enqueuedTime": START + timedelta(seconds=second),
+             "publisher": None, "partitionKey": key, "properties": [],
+             "systemProperties": [("lastEnqueuedSequenceNumber", str(last_enqueued))]}
+            for i, (key, body) in enumerate(events)]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{second:03d}.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=_ARROW_SCHEMA), path)
     stamp = START.timestamp() + second    # the file source takes new files in this order
     os.utime(path, (stamp, stamp))
+    return first_number + len(events)
 
 
-def _events_stream(spark, folder: Path):
-    from streamlab.eventhubs import SCHEMA
+def _events_stream(spark, folder: Path, system_properties: bool = True):
+    from streamlab.eventhubs import SCHEMA, SYSTEM_SCHEMA
 
-    return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(folder))
+    schema = SYSTEM_SCHEMA if system_properties else SCHEMA
+    return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(folder))
 
 
 def _run_available(spark, writer) -> None:
@@ -372,12 +387,13 @@ def _run_available(spark, writer) -> None:
         raise query.exception()
 
 
-def _batch_times(checkpoint: Path) -> dict[int, int]:
-    times = {}
-    for path in (checkpoint / "offsets").iterdir():
-        if path.name.isdigit():
-            times[int(path.name)] = json.loads(path.read_text().splitlines()[1])["batchTimestampMs"]
-    return times
+def _cause(error: BaseException) -> str:
+    """The line of a failed query's error that names the cause, e.g. the Python exception."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    python = [line for line in lines
+              if re.match(r"^[\w.]*(Error|Exception)\b.*:", line)
+              and not line.startswith(("py4j", "pyspark.errors", "org.apache"))]
+    return (python[-1] if python else lines[0] if lines else type(error).__name__)[:300]
 
 
 def _sortable(row: tuple) -> tuple:
@@ -388,39 +404,53 @@ def _describe(rows) -> str:
     def name(machine) -> str:
         return machine if isinstance(machine, str) and machine.strip() else repr(machine)
 
-    return "; ".join(f"batch {b} {name(m)}: {p} -> {s}" for b, m, p, s, _ in rows) or "nothing"
+    return "; ".join(f"batch {b} {name(m)}: {p} -> {s} at {t}" for b, m, p, s, t in rows) or "nothing"
 
 
 @exercise("8.3", timeout=60)
 def test_the_pipeline_is_returned_unstarted(nb, spark, tmp_path):
     from pyspark.sql import DataFrame
 
-    df = nb.monitor_stream(_events_stream(spark, tmp_path), _processor(HOUR_MS))
-    assert isinstance(df, DataFrame) and df.isStreaming, (
-        f"monitor_stream() should return the streaming DataFrame of status events; it returned "
-        f"{type(df).__name__}.")
-    assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
-        ("body", "string"), ("partitionKey", "string")], (
-        f"monitor_stream() should end with status_events: the columns body and partitionKey; it "
-        f"has {df.columns}.")
+    for system_properties in (True, False):
+        events = _events_stream(spark, tmp_path, system_properties)
+        transitions = nb.monitor_transitions(events, _processor(HOUR_MS))
+        assert isinstance(transitions, DataFrame) and transitions.isStreaming, (
+            f"monitor_transitions() should return the streaming DataFrame of transitions; it "
+            f"returned {type(transitions).__name__}.")
+        got = [(f.name, f.dataType.simpleString()) for f in transitions.schema.fields]
+        assert got == TRANSITION_COLUMNS, (
+            f"monitor_transitions() should end with lab 05's catch_up_changes, whose rows are "
+            f"{[name for name, _ in TRANSITION_COLUMNS]}; it has {transitions.columns}.")
+        df = nb.monitor_stream(events, _processor(HOUR_MS))
+        assert isinstance(df, DataFrame) and df.isStreaming, (
+            f"monitor_stream() should return the streaming DataFrame of status events; it returned "
+            f"{type(df).__name__}.")
+        assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
+            ("body", "string"), ("partitionKey", "string")], (
+            f"monitor_stream() should end with status_events: the columns body and partitionKey; it "
+            f"has {df.columns}.")
     assert not spark.streams.active, "monitor_stream() should not start a query: return the DataFrame."
 
 
 @exercise("8.3", timeout=420)
 def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
     incoming, checkpoint = tmp_path / "hub", tmp_path / "checkpoint"
-    _write_events(incoming, 0, [
+    # Five files of partition 0; the partition holds more than the first four (a backlog), and
+    # the fifth reaches its end. The timeout is 5 s.
+    n = _write_events(incoming, 0, 0, [
         _heartbeat("m1"), _heartbeat("m2"), _heartbeat("m3", machine_time="yesterday"),
         ("m4", b""), ("m4", b"{oops"), ("m4", b"[1, 2]"), ("m4", b'{"machine_time": "2026-11-22T10:00:00Z"}'),
-        ("m4", b'{"machine_name": "  ", "machine_time": "2026-11-22T10:00:00Z"}')])
-    _write_events(incoming, 1, [_heartbeat("m1")])
-    _write_events(incoming, 2, [_heartbeat("m2")])
+        ("m4", b'{"machine_name": "  ", "machine_time": "2026-11-22T10:00:00Z"}')], last_enqueued=100)
+    n = _write_events(incoming, 1, n, [_heartbeat("m1")], last_enqueued=100)
+    n = _write_events(incoming, 7, n, [_heartbeat("m1")], last_enqueued=100)
+    n = _write_events(incoming, 8, n, [_heartbeat("m2")], last_enqueued=100)
+    _write_events(incoming, 9, n, [_heartbeat("m3")], last_enqueued=n)
     sent: list[tuple] = []
 
     def collect(batch, batch_id):
         sent.extend((batch_id, row.body, row.partitionKey) for row in batch.collect())
 
-    df = nb.monitor_stream(_events_stream(spark, incoming), _processor(timeout_ms=1))
+    df = nb.monitor_stream(_events_stream(spark, incoming), _processor(timeout_ms=5_000))
     try:
         _run_available(spark, df.writeStream.foreachBatch(collect)
                        .option("checkpointLocation", str(checkpoint)))
@@ -428,8 +458,7 @@ def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
         if "is not done yet" in str(error):
             raise
         raise AssertionError(f"The pipeline failed on a mix of heartbeats and broken events: "
-                             f"{str(error).strip().splitlines()[-1][:300]}") from None
-    times = _batch_times(checkpoint)
+                             f"{_cause(error)}") from None
     rows = []
     for batch_id, body, key in sent:
         try:
@@ -443,24 +472,30 @@ def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
         rows.append((batch_id, fields.get("machine_name"), fields.get("previous_status"),
                      fields.get("status"), fields.get("last_status_change_time")))
     rows.sort(key=_sortable)
+
+    def at(second: int) -> str:
+        return _stamp(int((START + timedelta(seconds=second)).timestamp() * 1000))
+
     expected = sorted([
-        (0, "m1", None, INITIALIZING), (0, "m2", None, INITIALIZING), (0, "m3", None, INITIALIZING),
-        (1, "m1", INITIALIZING, HEALTHY), (1, "m2", INITIALIZING, UNHEALTHY), (1, "m3", INITIALIZING, UNHEALTHY),
-        (2, "m1", HEALTHY, UNHEALTHY), (2, "m2", UNHEALTHY, HEALTHY),
+        (0, "m1", None, INITIALIZING, at(0)), (0, "m2", None, INITIALIZING, at(0)),
+        (0, "m3", None, INITIALIZING, at(0)),
+        (1, "m1", INITIALIZING, HEALTHY, at(1)),
+        (2, "m2", INITIALIZING, UNHEALTHY, at(5)), (2, "m3", INITIALIZING, UNHEALTHY, at(5)),
+        (2, "m1", HEALTHY, UNHEALTHY, at(6)), (2, "m1", UNHEALTHY, HEALTHY, at(7)),
+        (3, "m2", UNHEALTHY, HEALTHY, at(8)),
+        (4, "m3", UNHEALTHY, HEALTHY, at(9)), (4, "m1", HEALTHY, UNHEALTHY, at(12)),
+        (4, "m2", HEALTHY, UNHEALTHY, at(13)), (4, "m3", HEALTHY, UNHEALTHY, at(14)),
     ], key=_sortable)
-    got = [r[:4] for r in rows]
-    missing = [(*e, None) for e in expected if e not in got]
-    extra = [r for r in rows if r[:4] not in expected]
-    assert got == expected, (
-        f"Three micro-batches (m1, m2, m3 and five broken events; then m1; then m2) with a 1 ms "
-        f"timeout: the pipeline sent {len(got)} status events where {len(expected)} were "
-        f"expected. Missing: {_describe(missing)}. Not expected: {_describe(extra)}. Only bodies "
-        f"with a non-blank machine_name are heartbeats; m3's unparsable machine_time still "
-        f"counts as one.")
-    wrong_times = [(r[1], r[4], _stamp(times[r[0]])) for r in rows if r[4] != _stamp(times[r[0]])]
-    assert not wrong_times, (
-        f"Each transition should carry its batch's processing time, in the contract's format; "
-        f"(machine, got, expected): {wrong_times}.")
+    missing = [e for e in expected if e not in rows]
+    extra = [r for r in rows if r not in expected]
+    assert rows == expected, (
+        f"Five micro-batches of partition 0 with a 5 s timeout (m1, m2, m3 and five broken events "
+        f"at 10:00:00; m1 at :01; m1 at :07; m2 at :08; m3 at :09, the partition's last event): "
+        f"the pipeline sent {len(rows)} status events where {len(expected)} were expected. "
+        f"Missing: {_describe(missing)}. Not expected: {_describe(extra)}. Only bodies with a "
+        f"non-blank machine_name are heartbeats (m3's unparsable machine_time still counts); "
+        f"event_time is the event's enqueuedTime, not its machine_time; and the last batch can "
+        f"close the deadlines only if last_enqueued_sequence_number comes from systemProperties.")
 
 
 # --- 8.5 · the wired query --------------------------------------------------------------------
@@ -562,27 +597,42 @@ def test_the_query_turns_heartbeats_into_status_events_on_the_hub(nb, spark, tmp
     with Hub(data_dir=tmp_path / "hub", port=0) as hub:
         cs = hub.connection_string
         settings = _settings_for(cs, tmp_path / "checkpoint")
-        _send(cs, [_heartbeat("m1"), _heartbeat("m2"), ("m3", b"{oops")])
+        # The broken event first: the processor sees only heartbeats, and it knows it has read
+        # a partition to its end when it sees the partition's last event.
+        _send(cs, [("m3", b"{oops"), _heartbeat("m1"), _heartbeat("m2")])
         try:
-            _run_available(spark, _writer(nb, spark, settings))
+            # A 1 ms timeout: every heartbeat was sent before the query started, so once the
+            # query knows it has read each partition to its end, each machine is overdue.
+            _run_available(spark, _writer(nb, spark, settings, timeout_ms=1))
             first = _status_events(cs)
             _send(cs, [_heartbeat("m1")])
-            _run_available(spark, _writer(nb, spark, settings))
+            _run_available(spark, _writer(nb, spark, settings, timeout_ms=1))
             events = _status_events(cs)
         except AssertionError:
             raise
         except Exception as error:
             if "is not done yet" in str(error):
                 raise
-            raise AssertionError(f"The query failed: {str(error).strip().splitlines()[-1][:300]}") from None
+            raise AssertionError(f"The query failed: {_cause(error)}") from None
     got = [(_key(e), json.loads(e.body_as_str())) for e in events]
     summary = [(key, body.get("machine_name"), body.get("previous_status"), body.get("status")) for key, body in got]
-    expected_first = [("m1", "m1", None, INITIALIZING), ("m2", "m2", None, INITIALIZING)]
-    assert sorted(summary[:len(first)]) == expected_first and len(first) == 2, (
-        f"The first run read two heartbeats and a broken event from 'heartbeats' (startingPosition "
-        f"earliest, from settings['source']): the status hub should then hold two events, "
-        f"(partition key, machine, previous, status) = {expected_first}; it held "
-        f"{summary[:len(first)]}.")
-    assert summary[len(first):] == [("m1", "m1", INITIALIZING, HEALTHY)], (
+    expected_first = [("m1", "m1", None, INITIALIZING), ("m1", "m1", INITIALIZING, UNHEALTHY),
+                      ("m2", "m2", None, INITIALIZING), ("m2", "m2", INITIALIZING, UNHEALTHY)]
+    assert sorted(summary[:len(first)], key=_sortable) == expected_first and len(first) == 4, (
+        f"The first run, with a 1 ms timeout, read a broken event and two heartbeats from "
+        f"'heartbeats' (startingPosition earliest, from settings['source']) to the end of the "
+        f"hub: the status hub should then hold four events, (partition key, machine, previous, "
+        f"status) = {expected_first}; it held {summary[:len(first)]}. Without the option "
+        f"systemProperties the processor cannot know it read a partition to its end.")
+    assert summary[len(first):] == [("m1", "m1", UNHEALTHY, HEALTHY), ("m1", "m1", HEALTHY, UNHEALTHY)], (
         f"The second run, on the same checkpoint, read one more heartbeat of m1: it should add "
-        f"exactly one status event, m1: Initializing -> Healthy; it added {summary[len(first):]}.")
+        f"exactly two status events, m1: Unhealthy -> Healthy -> Unhealthy; it added "
+        f"{summary[len(first):]}.")
+    times = {}
+    for key, body in got:
+        times.setdefault(key, []).append(body.get("last_status_change_time"))
+    for machine, stamps in times.items():
+        beat, silent = (datetime.fromisoformat(t) for t in stamps[:2])
+        assert silent - beat == timedelta(milliseconds=1), (
+            f"{machine}'s Unhealthy event should say it changed 1 ms (the timeout) after its "
+            f"heartbeat's enqueue time, {stamps[0]}; it says {stamps[1]}.")
