@@ -25,6 +25,8 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 
 #: Environment variable naming the Spark master; ``local[*]`` when unset.
 MASTER_ENV = "STREAMLAB_SPARK_MASTER"
+#: Environment variable naming a Spark Connect server (``sc://HOST:PORT``); used when set.
+REMOTE_ENV = "STREAMLAB_SPARK_REMOTE"
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 
@@ -134,13 +136,20 @@ def spark_session(
     *,
     app_name: str = "streamlab",
     conf: dict[str, str] | None = None,
+    remote: str | None = None,
 ) -> "SparkSession":
     """Return the process's shared SparkSession, starting it on the first call.
 
     ``master`` defaults to the ``STREAMLAB_SPARK_MASTER`` environment variable, else
     ``local[*]``. ``conf`` adds to or overrides :data:`DEFAULT_CONF`; it only matters on the
     call that starts the session. Python workers run the interpreter that runs this code,
-    so they see the same packages.
+    so they see the same packages; on a cluster master a ``PYSPARK_PYTHON`` already set wins,
+    for workers whose Python lives elsewhere.
+
+    ``remote`` (default: the ``STREAMLAB_SPARK_REMOTE`` environment variable, unless
+    ``master`` is given) is a Spark Connect server, ``sc://HOST:PORT`` (``python -m
+    streamlab.connect`` starts one): the session is a Connect client, and this process starts
+    no JVM.
 
     >>> spark = spark_session()                                  # doctest: +SKIP
     >>> spark.conf.get("spark.sql.streaming.stateStore.providerClass")  # doctest: +SKIP
@@ -148,20 +157,80 @@ def spark_session(
     """
     from pyspark.sql import SparkSession
 
+    # An explicit master (the checks ask for local[2]) outranks the environment's server.
+    remote = remote or (None if master else os.environ.get(REMOTE_ENV))
+    if remote:
+        return _connect_session(remote, conf)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     check_java()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    master = master or os.environ.get(MASTER_ENV, "local[*]")
+    os.environ["PYSPARK_PYTHON"] = _worker_python(master)
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    builder = SparkSession.builder.master(
-        master or os.environ.get(MASTER_ENV, "local[*]")
-    ).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**DEFAULT_CONF, **_driver_conf(master), **(conf or {})}.items():
         builder = builder.config(key, value)
     with _output_to(LOG_FILE):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    from streamlab.eventhubs import register
+
+    register(spark)
+    return spark
+
+
+def _worker_python(master: str) -> str:
+    """The Python the executors start: this one, unless a cluster's was set on purpose."""
+    if master.startswith("local"):
+        return sys.executable
+    return os.environ.get("PYSPARK_PYTHON") or sys.executable
+
+
+def _driver_conf(master: str) -> dict[str, str]:
+    """A driver for a master on loopback listens on loopback: executors connect back there."""
+    if re.match(r"spark://(127\.0\.0\.1|localhost)[:/]", master):
+        return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    return {}
+
+
+class SparkConnectUnavailable(RuntimeError):
+    """No Spark Connect server answers at the address given."""
+
+
+def _check_server(remote: str) -> None:
+    # The client would retry for minutes before saying anything; one probe says it at once.
+    import socket
+    from urllib.parse import urlparse
+
+    address = urlparse(remote.split(";", 1)[0])
+    host, port = address.hostname or "localhost", address.port or 15002
+    try:
+        with socket.create_connection((host, port), timeout=5):
+            return
+    except OSError:
+        pass
+    raise SparkConnectUnavailable(
+        f"No Spark Connect server answers at {remote}: start one with `nox -s connect` "
+        f"(it prints its address), or correct {REMOTE_ENV}.")
+
+
+def _connect_session(remote: str, conf: dict[str, str] | None) -> "SparkSession":
+    """A Spark Connect session on ``remote``, the course's SQL settings applied, ``eventhubs`` registered.
+
+    The server holds the static settings (``python -m streamlab.connect`` starts it with
+    :data:`DEFAULT_CONF`); a client can change only the SQL ones, per session.
+    """
+    from pyspark.sql import SparkSession
+
+    if not remote.startswith("sc://"):
+        raise SparkConnectUnavailable(
+            f"A Spark Connect address starts with sc://, as in sc://127.0.0.1:15002; got {remote!r}.")
+    _check_server(remote)
+    spark = SparkSession.builder.remote(remote).getOrCreate()
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        if key.startswith("spark.sql."):
+            spark.conf.set(key, value)
     from streamlab.eventhubs import register
 
     register(spark)

@@ -1,0 +1,247 @@
+"""``python -m streamlab.cluster``: a Spark standalone cluster on this machine, from PySpark.
+
+PySpark ships everything a standalone cluster needs (``bin/spark-class`` and the master and
+worker classes), so the course starts one on loopback without a Spark download: a master and
+``--workers`` workers, each on free ports, logs under ``build/cluster/``. Point a notebook, the
+checks or the monitor at it with the line it prints::
+
+    export STREAMLAB_SPARK_MASTER=spark://127.0.0.1:PORT
+
+Ctrl-C or SIGTERM stops every process it started: each daemon runs in its own process group,
+which the executors and their Python workers share, so no JVM outlives the command. From
+Python, :class:`LocalCluster` is a context manager::
+
+    with LocalCluster(workers=1) as cluster:
+        os.environ["STREAMLAB_SPARK_MASTER"] = cluster.master_url
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from streamlab.paths import BUILD_DIR
+
+#: Where the daemons' logs and the workers' scratch folders go.
+LOG_DIR = BUILD_DIR / "cluster"
+LOOPBACK = "127.0.0.1"
+
+
+def spark_home() -> Path:
+    """The installed PySpark's folder, which is a complete ``SPARK_HOME``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("PySpark is not installed in this Python; run this from the course "
+                           "environment (`nox -s cluster`).")
+    return Path(spec.origin).parent
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def daemon_env(host: str = LOOPBACK) -> dict[str, str]:
+    """The environment a Spark daemon on ``host`` starts with.
+
+    ``SPARK_LOCAL_IP`` keeps every listener on loopback; ``PYSPARK_PYTHON`` makes the Python
+    workers of the executors run this interpreter, which imports ``streamlab``.
+    """
+    return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": host,
+            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
+def start_daemon(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+    """Start a Spark daemon in a process group of its own, its output appended to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+
+
+def stop_daemon(process: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Stop a daemon and everything in its process group: SIGTERM, then SIGKILL."""
+    _signal_group(process, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
+    # Executors and Python workers left in the group go with it.
+    _signal_group(process, signal.SIGKILL)
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last lines of a log, for an error message."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class ClusterError(RuntimeError):
+    """The standalone cluster did not start."""
+
+
+class LocalCluster:
+    """A standalone master and ``workers`` workers on loopback, started from PySpark.
+
+    ``cores`` is what each worker offers (default: this machine's cores shared out),
+    ``memory`` what each worker gives its executors.
+    """
+
+    def __init__(self, workers: int = 2, *, cores: int | None = None, memory: str = "2g",
+                 log_dir: Path | str | None = None, host: str = LOOPBACK) -> None:
+        if workers < 1:
+            raise ValueError("a cluster needs at least one worker")
+        self.workers = workers
+        self.cores = cores or max(1, (os.cpu_count() or 2) // workers)
+        self.memory = memory
+        self.log_dir = Path(log_dir) if log_dir else LOG_DIR
+        self.host = host
+        self.port = 0
+        self.web_ui_port = 0
+        self._master: subprocess.Popen | None = None
+        self._workers: list[subprocess.Popen] = []
+
+    @property
+    def master_url(self) -> str:
+        """``spark://HOST:PORT``: the value for ``STREAMLAB_SPARK_MASTER``."""
+        return f"spark://{self.host}:{self.port}"
+
+    @property
+    def web_ui(self) -> str:
+        """The master's web UI: workers, applications, executors."""
+        return f"http://{self.host}:{self.web_ui_port}"
+
+    def status(self) -> dict:
+        """The master's own report (its web UI's ``/json/``): workers, cores, applications."""
+        with urllib.request.urlopen(f"{self.web_ui}/json/", timeout=5) as answer:
+            return json.load(answer)
+
+    def start(self, timeout: float = 180.0) -> "LocalCluster":
+        """Start the master, then the workers; return once every worker has registered."""
+        home, env = spark_home(), daemon_env(self.host)
+        spark_class = str(home / "bin" / "spark-class")
+        self.port, self.web_ui_port = free_port(self.host), free_port(self.host)
+        master_log = self.log_dir / "master.log"
+        self._master = start_daemon(
+            [spark_class, "org.apache.spark.deploy.master.Master", "--host", self.host,
+             "--port", str(self.port), "--webui-port", str(self.web_ui_port)], master_log, env)
+        for n in range(1, self.workers + 1):
+            work_dir = self.log_dir / f"worker-{n}"
+            work_dir.mkdir(parents=True, exist_ok=True)
+            self._workers.append(start_daemon(
+                [spark_class, "org.apache.spark.deploy.worker.Worker", self.master_url,
+                 "--host", self.host, "--cores", str(self.cores), "--memory", self.memory,
+                 "--webui-port", str(free_port(self.host)), "--work-dir", str(work_dir)],
+                self.log_dir / f"worker-{n}.log", env))
+        try:
+            self._wait_for_workers(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_for_workers(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        logs = [self.log_dir / "master.log"] + [
+            self.log_dir / f"worker-{n}.log" for n in range(1, self.workers + 1)]
+        while True:
+            for process, log in zip([self._master, *self._workers], logs):
+                if process.poll() is not None:
+                    raise ClusterError(f"{log.stem} exited with code {process.returncode}; "
+                                       f"the end of {log}:\n{log_tail(log)}")
+            try:
+                if self.status().get("aliveworkers", 0) >= self.workers:
+                    return
+            except OSError:
+                pass  # the master's web UI is not up yet
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the workers did not register with {self.master_url} within "
+                                   f"{timeout:.0f} s; see the logs in {self.log_dir}")
+            time.sleep(0.5)
+
+    def running(self) -> bool:
+        """Whether the master is still up."""
+        return self._master is not None and self._master.poll() is None
+
+    def stop(self) -> None:
+        """Stop the workers (and their executors), then the master."""
+        for process in self._workers:
+            stop_daemon(process)
+        self._workers = []
+        if self._master is not None:
+            stop_daemon(self._master)
+            self._master = None
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m streamlab.cluster", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workers", type=int, default=2, help="how many workers (default 2)")
+    parser.add_argument("--cores", type=int, default=None,
+                        help="cores each worker offers (default: this machine's, shared out)")
+    parser.add_argument("--memory", default="2g", help="memory each worker offers (default 2g)")
+    parser.add_argument("--log-dir", default=str(LOG_DIR), help="where the logs go")
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
+
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    cluster = LocalCluster(args.workers, cores=args.cores, memory=args.memory,
+                           log_dir=args.log_dir)
+    try:
+        cluster.start()
+    except ClusterError as error:
+        print(f"the cluster did not start: {error}", file=sys.stderr)
+        return 1
+    try:
+        print(f"Spark master  {cluster.master_url}")
+        print(f"workers       {cluster.workers}, each offering {cluster.cores} core(s) and "
+              f"{cluster.memory}")
+        print(f"web UI        {cluster.web_ui}")
+        print(f"logs          {cluster.log_dir}")
+        print("Run labs, checks and the monitor on it from another terminal after:")
+        print(f"  export STREAMLAB_SPARK_MASTER={cluster.master_url}")
+        print("Ctrl-C stops the cluster.", flush=True)
+        while not stopping.wait(1.0):
+            if not cluster.running():
+                print("the master exited; stopping the workers", file=sys.stderr)
+                return 1
+    finally:
+        cluster.stop()
+        print("cluster stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
