@@ -28,7 +28,6 @@ from datetime import datetime, timedelta, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable
-from xml.sax.saxutils import escape
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -108,46 +107,15 @@ def bar_chart(name: str, title: str, bars: list[tuple[str, float]], unit: str, *
               reference: tuple[str, float] | None = None, note: str = "") -> str:
     """A horizontal bar chart as ``build/bench/NAME.svg``; returns the file name.
 
-    ``reference`` draws a dashed vertical line (a target, or a ceiling) with its label.
+    ``reference`` draws a dashed vertical line (a target, or a ceiling) with its label; the
+    drawing is :func:`streamlab.benchmarks.bar_chart_svg`.
     """
-    width, left, right, bar_h, gap, top = 720, 250, 110, 26, 12, 52
-    height = top + len(bars) * (bar_h + gap) + (44 if note else 26)
-    top_value = max([v for _, v in bars] + ([reference[1]] if reference else []) + [1e-9])
-    scale = (width - left - right) / top_value
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13">',
-        f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="12" y="26" font-size="16" font-weight="bold">{escape(title)}</text>',
-    ]
-    palette = ["#3f51b5", "#009688", "#ff9800", "#9c27b0", "#607d8b", "#e91e63"]
-    for i, (label, value) in enumerate(bars):
-        y = top + i * (bar_h + gap)
-        w = max(1.0, value * scale)
-        parts.append(f'<text x="{left - 8}" y="{y + bar_h * 0.68}" text-anchor="end">{escape(label)}</text>')
-        parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{palette[i % len(palette)]}"/>')
-        parts.append(f'<text x="{left + w + 6:.1f}" y="{y + bar_h * 0.68}">{_number(value)} {escape(unit)}</text>')
-    if reference:
-        x = left + reference[1] * scale
-        bottom = top + len(bars) * (bar_h + gap) - gap
-        parts.append(f'<line x1="{x:.1f}" y1="{top - 8}" x2="{x:.1f}" y2="{bottom + 4}" '
-                     'stroke="#d32f2f" stroke-width="2" stroke-dasharray="6,4"/>')
-        parts.append(f'<text x="{x:.1f}" y="{top - 12}" fill="#d32f2f" text-anchor="middle">'
-                     f'{escape(reference[0])}</text>')
-    if note:
-        parts.append(f'<text x="12" y="{height - 12}" fill="#555" font-size="12">{escape(note)}</text>')
-    parts.append("</svg>")
+    from streamlab.benchmarks import bar_chart_svg
+
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{name}.svg").write_text("\n".join(parts) + "\n")
+    svg = bar_chart_svg(title, bars, unit, reference=reference, note=note)
+    (OUT / f"{name}.svg").write_text(svg)
     return f"{name}.svg"
-
-
-def _number(value: float) -> str:
-    if value >= 100:
-        return f"{value:,.0f}"
-    if value >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
 
 
 # -- Spark -------------------------------------------------------------------------------------

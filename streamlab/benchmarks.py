@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from html import escape
 from pathlib import Path
 
 from streamlab.paths import BUILD_DIR, REPO_ROOT
@@ -132,3 +133,143 @@ def publish(source: Path = RESULTS_DIR, target: Path = PUBLISHED_DIR) -> list[Pa
             shutil.copy2(source / name, target / name)
             copied.append(target / name)
     return copied
+
+
+# -- charts -------------------------------------------------------------------------------------
+
+#: Average advance of a sans-serif glyph, in ems: generous, so text fits in any common font.
+_EM_PER_CHAR = 0.62
+_PALETTE = ["#3f51b5", "#009688", "#ff9800", "#9c27b0", "#607d8b", "#e91e63"]
+_WIDTH, _FONT, _PAD = 720, 13, 12
+#: Widest a bar's label may be before it wraps onto a second line, in pixels.
+_LABEL_MAX = 260
+
+
+def text_width(text: str, size: float) -> float:
+    """An upper estimate of ``text``'s width in pixels at font size ``size``."""
+    return len(text) * size * _EM_PER_CHAR
+
+
+def _wrap(text: str, size: float, width: float) -> list[str]:
+    """``text`` in lines no wider than ``width``, broken between words only."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and text_width(f"{lines[-1]} {word}", size) <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def _number(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def _text(x: float, y: float, lines: list[str], size: float, step: float, **attributes) -> str:
+    extra = "".join(f' {name.replace("_", "-")}="{value}"' for name, value in attributes.items())
+    spans = "".join(f'<tspan x="{x:.1f}" dy="{0 if i == 0 else step}">{escape(line)}</tspan>'
+                    for i, line in enumerate(lines))
+    return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}"{extra}>{spans}</text>'
+
+
+def bar_chart_svg(title: str, bars: list[tuple[str, float]], unit: str, *,
+                  reference: tuple[str, float] | None = None, note: str = "") -> str:
+    """A horizontal bar chart as SVG text, every label inside the picture.
+
+    ``reference`` draws a dashed vertical line (a target, or a ceiling) with its label. Long
+    labels, titles and notes wrap between words; the picture grows to fit them, never clips.
+    """
+    labels = [_wrap(label, _FONT, _LABEL_MAX) for label, _ in bars]
+    values = [f"{_number(value)} {unit}" for _, value in bars]
+    left = _PAD + max([text_width(line, _FONT) for lines in labels for line in lines] + [40]) + 10
+    right = max([text_width(v, _FONT) for v in values] + [40]) + 6 + _PAD
+    ref_text = text_width(reference[0], _FONT) if reference else 0
+    width = max(_WIDTH, left + right + 200, left + ref_text + _PAD)
+    title_lines = _wrap(title, 16, width - 2 * _PAD)
+    note_lines = _wrap(note, 12, width - 2 * _PAD) if note else []
+    line_h, bar_gap = 16, 12
+    heights = [max(26, 10 + line_h * len(lines)) for lines in labels]
+    top = 26 + 20 * (len(title_lines) - 1) + 26 + (8 if reference else 0)
+    plot = width - left - right
+    top_value = max([v for _, v in bars] + ([reference[1]] if reference else []) + [1e-9])
+    scale = plot / top_value
+    bottom = top + sum(heights) + bar_gap * len(bars) - bar_gap
+    height = bottom + (10 + 16 * len(note_lines) + 12 if note_lines else 26)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif" font-size="{_FONT}">',
+        f'<rect width="{width:.0f}" height="{height:.0f}" fill="white"/>',
+        _text(_PAD, 26, title_lines, 16, 20, font_weight="bold"),
+    ]
+    y = top
+    for i, ((_, value), lines, text, bar_h) in enumerate(zip(bars, labels, values, heights)):
+        w = max(1.0, value * scale)
+        middle = y + bar_h / 2
+        first = middle + 4.5 - line_h * (len(lines) - 1) / 2
+        parts.append(_text(left - 10, first, lines, _FONT, line_h, text_anchor="end"))
+        parts.append(f'<rect x="{left:.1f}" y="{y:.1f}" width="{w:.1f}" height="{bar_h}" '
+                     f'fill="{_PALETTE[i % len(_PALETTE)]}"/>')
+        parts.append(_text(left + w + 6, middle + 4.5, [text], _FONT, line_h))
+        y += bar_h + bar_gap
+    if reference:
+        x = left + reference[1] * scale
+        anchor_x = min(max(x, left + ref_text / 2), width - _PAD - ref_text / 2)
+        parts.append(f'<line x1="{x:.1f}" y1="{top - 8}" x2="{x:.1f}" y2="{bottom + 4}" '
+                     'stroke="#d32f2f" stroke-width="2" stroke-dasharray="6,4"/>')
+        parts.append(_text(anchor_x, top - 12, [reference[0]], _FONT, line_h,
+                           fill="#d32f2f", text_anchor="middle"))
+    if note_lines:
+        parts.append(_text(_PAD, bottom + 10 + 16, note_lines, 12, 16, fill="#555"))
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def chart_data(svg: str) -> dict:
+    """The title, bars, unit, reference and note of a chart this module (or its earlier
+    drawing code, which wrote the same elements) drew: what :func:`redraw` needs."""
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://www.w3.org/2000/svg}"
+    root = ET.fromstring(svg)
+
+    def words(element) -> str:
+        return " ".join(" ".join(element.itertext()).split())  # lines were tspans
+
+    texts = root.findall(f"{ns}text")
+    rects = [r for r in root.findall(f"{ns}rect") if r.get("x") is not None]
+    title = next(words(t) for t in texts if t.get("font-weight") == "bold")
+    note = next((words(t) for t in texts if t.get("fill") == "#555"), "")
+    labels = [words(t) for t in texts if t.get("text-anchor") == "end"]
+    reference_label = next((words(t) for t in texts if t.get("fill") == "#d32f2f"), None)
+    value_texts = [words(t) for t in texts if t.get("font-weight") != "bold"
+                   and t.get("fill") is None and t.get("text-anchor") is None]
+    bars, unit = [], ""
+    for label, text in zip(labels, value_texts):
+        number, unit = text.split(" ", 1)
+        bars.append((label, float(number.replace(",", ""))))
+    reference = None
+    if reference_label is not None:
+        line = root.find(f"{ns}line")
+        widest = max(range(len(bars)), key=lambda i: bars[i][1])
+        scale = float(rects[widest].get("width")) / bars[widest][1]
+        x0 = float(rects[0].get("x"))
+        value = (float(line.get("x1")) - x0) / scale
+        reference = (reference_label, float(f"{value:.3g}"))  # the drawing's rounding undone
+    return {"title": title, "bars": bars, "unit": unit, "reference": reference, "note": note}
+
+
+def redraw(folder: Path = PUBLISHED_DIR) -> list[Path]:
+    """Draw every published chart again from its own figures (no benchmark runs)."""
+    redrawn = []
+    for result in load(folder):
+        for chart in result.get("charts", []):
+            path = folder / chart
+            data = chart_data(path.read_text())
+            path.write_text(bar_chart_svg(data["title"], data["bars"], data["unit"],
+                                          reference=data["reference"], note=data["note"]))
+            redrawn.append(path)
+    return redrawn

@@ -3,13 +3,23 @@
 The notebooks find the hub's connection string with
 :func:`streamlab.hub.course_connection_string`.
 
+JupyterLab's terminal gets the course environment's ``bin`` folder first on its PATH, so
+``python`` there is the course's, and before it a ``nox`` that runs the course's noxfile
+from any folder (the terminal opens in ``labs/``, not beside ``noxfile.py``): the commands
+the notebooks give, ``nox -s check -- 00``, work as written. The learner's shell starts
+without re-reading the login profile, which would reset that PATH.
+JupyterLab greets nobody with its news pop-up: the course's application settings turn it off.
+
 Runs in the foreground until Ctrl-C or SIGTERM, then stops everything it started.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +30,18 @@ from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 #: The folder JupyterLab serves unless told otherwise.
 LABS_DIR = REPO_ROOT / "labs"
+#: JupyterLab's application settings for the course (``overrides.json``: new defaults).
+APP_SETTINGS_DIR = BUILD_DIR / "jupyterlab-settings"
+#: Defaults the course changes: no "Jupyter news?" question, no update check.
+SETTINGS_OVERRIDES = {
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
+                                                    "checkForUpdates": False},
+}
+#: The course environment's programs (``python``, ``jupyter``, ``nox``).
+COURSE_BIN = Path(sys.executable).parent
+#: Programs for JupyterLab's terminal only: ``nox`` on the course's noxfile.
+TERMINAL_BIN = BUILD_DIR / "jupyterlab-bin"
+NOXFILE = REPO_ROOT / "noxfile.py"
 
 
 def jupyter_command(port: int, open_browser: bool, token: str | None,
@@ -27,7 +49,9 @@ def jupyter_command(port: int, open_browser: bool, token: str | None,
     """The JupyterLab command line: ``notebook_dir`` (the labs) as its root, on loopback only."""
     command = [sys.executable, "-m", "jupyter", "lab",
                f"--notebook-dir={notebook_dir}", "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.port={port}", "--ServerApp.port_retries=0"]
+               f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+               f"--LabApp.app_settings_dir={APP_SETTINGS_DIR}",
+               f"--ServerApp.terminado_settings=shell_command={_shell_command()}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         # Containers and CI machines often run as root; JupyterLab refuses that by default.
         command.append("--allow-root")
@@ -36,6 +60,74 @@ def jupyter_command(port: int, open_browser: bool, token: str | None,
     if token is not None:
         command.append(f"--IdentityProvider.token={token}")
     return command
+
+
+def _shell_command() -> str:
+    """The terminal's shell: the learner's, interactive and not a login shell (a login shell
+    re-reads /etc/profile, which resets PATH). bash reads the learner's ``~/.bashrc`` and then
+    puts the course's folders back in front, in case it prepends another Python (pyenv, conda).
+    """
+    shell = os.environ.get("SHELL") or shutil.which("bash") or shutil.which("sh") or "/bin/sh"
+    if Path(shell).name == "bash":
+        return shlex.join([shell, "--rcfile", str(TERMINAL_BIN / "bashrc")])
+    if Path(shell).name == "zsh":  # zsh reads its rc files from ZDOTDIR: the course's first
+        user = os.environ.get("ZDOTDIR") or os.path.expanduser("~")
+        return shlex.join(["/usr/bin/env", f"ZDOTDIR={TERMINAL_BIN / 'zsh'}",
+                           f"STREAMLAB_USER_ZDOTDIR={user}", shell])
+    return shlex.quote(shell)
+
+
+def jupyter_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """JupyterLab's environment (its terminals' too): the terminal's and the course's ``bin``
+    folders first on PATH."""
+    environ = dict(os.environ if environ is None else environ)
+    ours = [TERMINAL_BIN, COURSE_BIN]
+    rest = [p for p in environ.get("PATH", "").split(os.pathsep) if p and Path(p) not in ours]
+    environ["PATH"] = os.pathsep.join([*map(str, ours), *rest])
+    return environ
+
+
+# A later ``--noxfile`` (or ``-f``) on the learner's command line wins over this one.
+_NOX = """#!/bin/sh
+# nox on the course's noxfile from any folder (JupyterLab's terminal opens in labs/).
+exec {python} -m nox --noxfile {noxfile} "$@"
+"""
+_BASHRC = """# JupyterLab's terminal for the course: the learner's own settings, then the course's PATH.
+if [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc"; fi
+export PATH={path}:"$PATH"
+"""
+_ZSHENV = """# JupyterLab's terminal for the course: the learner's own .zshenv.
+if [ -f "$STREAMLAB_USER_ZDOTDIR/.zshenv" ]; then . "$STREAMLAB_USER_ZDOTDIR/.zshenv"; fi
+"""
+_ZSHRC = """# JupyterLab's terminal for the course: the learner's own settings, then the course's PATH.
+export ZDOTDIR="$STREAMLAB_USER_ZDOTDIR"
+if [ -f "$ZDOTDIR/.zshrc" ]; then . "$ZDOTDIR/.zshrc"; fi
+export PATH={path}:"$PATH"
+"""
+
+
+def write_terminal_bin(folder: Path = TERMINAL_BIN) -> Path:
+    """Write the terminal's ``nox`` (the course's, on the course's noxfile) into ``folder``,
+    and the rc files its bash or zsh starts with."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "nox"
+    path.write_text(_NOX.format(python=shlex.quote(sys.executable),
+                                noxfile=shlex.quote(str(NOXFILE))))
+    path.chmod(0o755)
+    ours = os.pathsep.join([str(TERMINAL_BIN), str(COURSE_BIN)])
+    (folder / "bashrc").write_text(_BASHRC.format(path=shlex.quote(ours)))
+    (folder / "zsh").mkdir(exist_ok=True)
+    (folder / "zsh" / ".zshenv").write_text(_ZSHENV)
+    (folder / "zsh" / ".zshrc").write_text(_ZSHRC.format(path=shlex.quote(ours)))
+    return path
+
+
+def write_settings(folder: Path = APP_SETTINGS_DIR) -> Path:
+    """Write the course's JupyterLab defaults (``overrides.json``) into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "overrides.json"
+    path.write_text(json.dumps(SETTINGS_OVERRIDES, indent=2) + "\n")
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,8 +142,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="port of the local Event Hubs emulator (0: any free port)")
     args = parser.parse_args(argv)
 
+    write_settings()
+    write_terminal_bin()
     hub = _start_hub(args.hub_port)
-    env = {**os.environ, HUB_ENV: hub.connection_string}
+    env = {**jupyter_environment(), HUB_ENV: hub.connection_string}
     jupyter = subprocess.Popen(jupyter_command(args.port, not args.no_browser, args.token,
                                                args.notebook_dir), env=env)
 

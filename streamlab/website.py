@@ -4,11 +4,14 @@
   editing ``mkdocs.yml``.
 - On the home page, the line ``<!-- labs -->`` becomes a table of the labs.
 - On a lab page, the line ``<!-- exercises -->`` becomes one section per exercise: the task
-  as the solution notebook states it, the hint from ``course.toml`` and the solution code
-  from the notebook, both collapsed. Nothing is pasted, so the page cannot drift from the lab.
+  as the solution notebook states it, each tier of its hints from ``course.toml`` and the
+  solution code from the notebook, all collapsed. Nothing is pasted, so the page cannot
+  drift from the lab.
 - ``<!-- benchmarks -->`` becomes every published benchmark result (``site/benchmarks/``,
   written by ``nox -s bench``) as a table of targets and its charts; ``<!-- benchmark NAME -->``
   becomes one of them.
+- Short inline code (a command, a name) is marked so that it never breaks across lines
+  (``nox -s check -- 04`` would otherwise break at a hyphen); long inline code still wraps.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from streamlab.paths import REPO_ROOT
 MARKER = "<!-- exercises -->"
 LABS_MARKER = "<!-- labs -->"
 BENCHMARKS_MARKER = re.compile(r"<!-- benchmarks? ?([a-z_]*) -->")
+#: Inline code up to this many characters is kept on one line (styled in course.css).
+WHOLE_CODE_CHARS = 40
+_PLAIN_CODE = re.compile(r"<code>([^<]{1,%d})</code>" % WHOLE_CODE_CHARS)
 
 _PAGES = [
     ("Home", "index.md"),
@@ -34,6 +40,7 @@ _PAGES = [
 ]
 _AFTER_LABS = [
     ("Architecture", "architecture.md"),
+    ("Run it for real", "run-it-for-real.md"),
     ("Benchmarks", "benchmarks.md"),
     ("For instructors", "authoring.md"),
 ]
@@ -55,8 +62,23 @@ def _indent(text: str) -> str:
     return textwrap.indent(text, "    ")
 
 
+def _task_text(markdown: str, exercise: registry.Exercise) -> str:
+    """The exercise's own part of the markdown cell before it: from its heading on.
+
+    A cell may open a notebook section ("## 4. Stop, restart, replay") before the exercise;
+    that heading belongs to the notebook, not to the page's list of exercises.
+    """
+    lines = markdown.strip().splitlines()
+    own = re.compile(rf"#+ .*Exercise {re.escape(exercise.id)}\b")
+    for number, line in enumerate(lines):
+        if own.match(line):
+            return "\n".join(lines[number:]).strip()
+    text = "\n".join(line for line in lines if not re.match(r"#{1,6} ", line)).strip()
+    return f"### Exercise {exercise.id} · {exercise.title}\n\n{text}".strip()
+
+
 def exercise_sections(lab: registry.Lab) -> str:
-    """Markdown for every exercise of ``lab``: task, collapsed hint, collapsed solution."""
+    """Markdown for every exercise of ``lab``: task, collapsed hints, collapsed solution."""
     notebook = nbformat.read(lab.notebook(REPO_ROOT / "solutions"), as_version=4)
     tasks: dict[str, str] = {}
     code: dict[str, list[str]] = {}
@@ -72,14 +94,20 @@ def exercise_sections(lab: registry.Lab) -> str:
         previous_markdown = ""
     parts = []
     for exercise in lab.exercises:
-        task = tasks.get(exercise.id, "").strip() or f"### Exercise {exercise.id} · {exercise.title}"
+        task = _task_text(tasks.get(exercise.id, ""), exercise)
         solution = "\n\n".join(code.get(exercise.id, []))
         parts.append("\n\n".join([
             task,
-            f'??? tip "Hint"\n\n{_indent(exercise.hint)}',
+            *_hint_admonitions(exercise),
             f'??? success "Solution"\n\n{_indent(f"```python{chr(10)}{solution}{chr(10)}```")}',
         ]))
     return "\n\n".join(parts)
+
+
+def _hint_admonitions(exercise: registry.Exercise) -> list[str]:
+    """One collapsed admonition per hint tier, in order; backticks in a hint become code."""
+    return [f'??? tip "Hint {tier}"\n\n{_indent(hint)}'
+            for tier, hint in enumerate(exercise.hints, 1)]
 
 
 def lab_table() -> str:
@@ -112,3 +140,12 @@ def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
         if page.file.src_uri == lab.site_page:
             return markdown.replace(MARKER, exercise_sections(lab))
     return markdown
+
+
+def keep_short_code_whole(html: str) -> str:
+    """Mark inline ``<code>`` of at most :data:`WHOLE_CODE_CHARS` characters as unbreakable."""
+    return _PLAIN_CODE.sub(r'<code class="whole">\1</code>', html)
+
+
+def on_page_content(html: str, page, config, files, **kwargs) -> str:
+    return keep_short_code_whole(html)

@@ -1,11 +1,16 @@
-"""`nox -s lab`: the hub and JupyterLab on the labs; a kernel there reaches the hub."""
+"""`nox -s lab`: the hub and JupyterLab on the labs; a kernel there reaches the hub, its terminal
+runs the course's commands, and a new learner gets no news pop-up."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import signal
+import sys
 import urllib.request
+from pathlib import Path
 
+import pytest
 from azure.eventhub import EventHubConsumerClient
 from jupyter_support import TOKEN, running_jupyterlab
 
@@ -34,3 +39,74 @@ def test_jupyterlab_serves_the_labs_with_a_hub_and_stops_cleanly(tmp_path):
 
         lab.process.send_signal(signal.SIGINT)
         assert lab.process.wait(timeout=60) == 0
+
+
+def _terminal_output(base: str, cwd: str, command: str, until: str, timeout: float = 60) -> str:
+    """Type ``command`` into a new JupyterLab terminal opened in ``cwd`` (as File > New >
+    Terminal opens it in the file browser's folder); its output up to ``until``, no colours.
+    (``until`` must not be in ``command`` itself: the shell echoes what is typed.)"""
+    import re
+    import time
+
+    import websocket
+
+    name = _call(f"{base}/api/terminals", "POST", {"cwd": cwd})["name"]
+    socket = websocket.create_connection(
+        f"{base.replace('http', 'ws', 1)}/terminals/websocket/{name}?token={TOKEN}", timeout=5)
+    output = ""
+    try:
+        socket.send(json.dumps(["stdin", command + "\r"]))
+        deadline = time.monotonic() + timeout
+        while until not in output:
+            assert time.monotonic() < deadline, f"the terminal never printed {until}:\n{output}"
+            try:
+                kind, *payload = json.loads(socket.recv())
+            except websocket.WebSocketTimeoutException:
+                continue
+            if kind == "stdout":
+                output += payload[0]
+    finally:
+        socket.close()
+        _call(f"{base}/api/terminals/{name}", "DELETE")
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", output)
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_the_notebooks_commands_run_in_jupyterlabs_terminal(tmp_path, shell):
+    program = shutil.which(shell)
+    if program is None:
+        pytest.skip(f"no {shell} on this machine")
+    # A fresh machine: nothing of the course on the PATH the launcher is started with (nox
+    # runs it with the course's bin folder first; a learner's shell knows neither that nor
+    # .venv), and a learner whose shell settings put another Python first (pyenv, conda).
+    home = tmp_path / "home"
+    other = home / "other-python" / "bin"
+    other.mkdir(parents=True)
+    for name in ("python", "nox"):
+        (other / name).write_text("#!/bin/sh\necho not the course's\n")
+        (other / name).chmod(0o755)
+    for rc in (".bashrc", ".zshrc"):
+        (home / rc).write_text(f'export PATH="{other}:$PATH"\n')
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "SHELL": program}
+    with running_jupyterlab(tmp_path, env=env) as lab:
+        # The terminal opens in labs/ (or a lab's folder), not beside noxfile.py.
+        output = _terminal_output(
+            lab.base, "00-orientation", "pwd; nox --version; nox -l; python -c "
+            "'import sys; print(sys.prefix)'; echo DONE-$((40 + 2))", "DONE-42")
+    assert "command not found" not in output and "Failed to load" not in output, output
+    assert "not the course's" not in output, output
+    assert "labs/00-orientation" in output, output
+    assert "2026.10.20" in output, output
+    assert "check -> Grade your labs" in output, output
+    assert str(Path(sys.prefix)) in output, output  # `python` there is the course's
+
+
+def test_a_new_learner_is_not_asked_about_jupyter_news(tmp_path):
+    with running_jupyterlab(tmp_path) as lab:
+        # The learner's own settings start empty: only the course's defaults apply.
+        for own in (tmp_path / "jupyter-settings").rglob("*.jupyterlab-settings"):
+            own.unlink()
+        settings = _call(f"{lab.base}/lab/api/settings/@jupyterlab/apputils-extension:notification")
+    defaults = settings["schema"]["properties"]
+    assert defaults["fetchNews"]["default"] == "false", defaults["fetchNews"]
+    assert defaults["checkForUpdates"]["default"] is False, defaults["checkForUpdates"]
