@@ -6,7 +6,6 @@ query on files, run with ``trigger(availableNow=True)`` on the RocksDB state sto
 """
 
 import json
-import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +16,7 @@ from pyspark.sql import Row
 
 from streamlab.grading import exercise
 from streamlab.grading.tws import Meter, ProcessorStory, ReferenceHeartbeatProcessor
+from streamlab.grading.verdict import query_cause
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -417,13 +417,6 @@ def _write(folder: Path, name: str, machines: list[str]) -> None:
     (folder / f"{name}.json").write_text("\n".join(lines) + "\n")
 
 
-def _cause(error: BaseException) -> str:
-    """The line of a failed query's error that names the cause, e.g. the Python exception."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    python = [line for line in lines if re.match(r"^[\w.]*(Error|Exception)\b.*:", line)]
-    return (python[-1] if python else lines[0] if lines else type(error).__name__)[:300]
-
-
 def _run(nb, spark, incoming, output, checkpoint):
     writer = (_changes(nb, spark, incoming).writeStream.format("parquet")
               .option("path", str(output)).option("checkpointLocation", str(checkpoint))
@@ -439,7 +432,7 @@ def _run(nb, spark, incoming, output, checkpoint):
         query.awaitTermination()
     except Exception as error:
         raise AssertionError(
-            f"The query failed: {_cause(error)}. Check the arguments of transformWithState: "
+            f"The query failed: {query_cause(error)}. Check the arguments of transformWithState: "
             f"STATUS_SCHEMA, \"Append\" and \"ProcessingTime\" (timers need ProcessingTime).") from None
     return [(r.machine_name, r.status, r.previous_status, r.last_status_change_time)
             for r in spark.read.parquet(str(output)).collect()]

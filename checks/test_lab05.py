@@ -11,7 +11,6 @@ wall clock, and each verdict depends on the data only.
 
 import json
 import os
-import re
 import sys
 import threading
 from collections import defaultdict
@@ -26,6 +25,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.grading import exercise
 from streamlab.grading.tws import ReferenceHeartbeatProcessor
+from streamlab.grading.verdict import query_cause
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -539,15 +539,6 @@ def _run_to_parquet(spark, changes, checkpoint: Path, output: Path, **options) -
     query.awaitTermination()
 
 
-def _cause(error: BaseException) -> str:
-    """The line of a failed query's error that names the cause, e.g. the Python exception."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    python = [line for line in lines
-              if re.match(r"^[\w.]*(Error|Exception)\b.*:", line)
-              and not line.startswith(("py4j", "pyspark.errors", "org.apache"))]
-    return (python[-1] if python else lines[0] if lines else type(error).__name__)[:300]
-
-
 # --- 5.2 · an exactly-once sink -------------------------------------------------------------
 
 def _frame(spark, machines: list[str], status: str = INITIALIZING):
@@ -637,7 +628,7 @@ def _run_once(nb, spark, changes, checkpoint: Path, output: Path, seconds: float
         if "is not done yet" in str(error):
             raise error
         raise AssertionError(
-            f"run_once() failed: {_cause(error)}. (An error raised inside foreachBatch comes "
+            f"run_once() failed: {query_cause(error)}. (An error raised inside foreachBatch comes "
             f"from batch_writer, exercise 5.2.)") from None
 
 
@@ -816,7 +807,7 @@ def test_catch_up_on_spark_over_a_skewed_backlog(nb, spark, tmp_path):
     except Exception as error:
         if "is not done yet" in str(error):
             raise
-        raise AssertionError(f"The catch-up query failed: {_cause(error)}") from None
+        raise AssertionError(f"The catch-up query failed: {query_cause(error)}") from None
     rows = [(r.machine_name, r.previous_status, r.status, _after_start(r.last_status_change_time))
             for r in spark.read.parquet(str(output)).collect()]
     live = sorted((r for r in rows if r[3] < 10_000), key=_by_time)

@@ -14,7 +14,6 @@ import functools
 import json
 import math
 import os
-import re
 import sys
 import threading
 from datetime import datetime, timedelta, timezone
@@ -27,6 +26,7 @@ from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerCl
 from pyspark import cloudpickle
 
 from streamlab.grading import exercise
+from streamlab.grading.verdict import query_cause
 
 # Spark's Python workers cannot import this file: send what it defines by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -387,15 +387,6 @@ def _run_available(spark, writer) -> None:
         raise query.exception()
 
 
-def _cause(error: BaseException) -> str:
-    """The line of a failed query's error that names the cause, e.g. the Python exception."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    python = [line for line in lines
-              if re.match(r"^[\w.]*(Error|Exception)\b.*:", line)
-              and not line.startswith(("py4j", "pyspark.errors", "org.apache"))]
-    return (python[-1] if python else lines[0] if lines else type(error).__name__)[:300]
-
-
 def _sortable(row: tuple) -> tuple:
     return tuple("" if value is None else str(value) for value in row)
 
@@ -458,7 +449,7 @@ def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
         if "is not done yet" in str(error):
             raise
         raise AssertionError(f"The pipeline failed on a mix of heartbeats and broken events: "
-                             f"{_cause(error)}") from None
+                             f"{query_cause(error)}") from None
     rows = []
     for batch_id, body, key in sent:
         try:
@@ -613,7 +604,7 @@ def test_the_query_turns_heartbeats_into_status_events_on_the_hub(nb, spark, tmp
         except Exception as error:
             if "is not done yet" in str(error):
                 raise
-            raise AssertionError(f"The query failed: {_cause(error)}") from None
+            raise AssertionError(f"The query failed: {query_cause(error)}") from None
     got = [(_key(e), json.loads(e.body_as_str())) for e in events]
     summary = [(key, body.get("machine_name"), body.get("previous_status"), body.get("status")) for key, body in got]
     expected_first = [("m1", "m1", None, INITIALIZING), ("m1", "m1", INITIALIZING, UNHEALTHY),

@@ -1,7 +1,10 @@
-"""Start the course's JupyterLab (``streamlab.launch``) for a test, and stop all of it after."""
+"""Browser-test support: the course's JupyterLab (``streamlab.launch``) started for a test and
+stopped after, Run All that waits for the kernel, and the website built and served locally."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import os
 import queue
@@ -112,3 +115,57 @@ def _drain(lab: RunningLab) -> str:
     while not lab.lines.empty():
         lab.output.append(lab.lines.get())
     return "".join(lab.output)
+
+
+def run_all_cells(page, scope: str = "") -> None:
+    """Run > Run All, once the kernel has really started executing the first cell.
+
+    The page can show an idle kernel before its connection is up, and Run All then clears
+    the cells without running them: try again until the first cell shows ``[*]`` or ``[1]``.
+    ``scope`` narrows the first cell to one notebook panel when several are open.
+    """
+    import re
+
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import expect
+
+    page.get_by_text("| Idle").wait_for(timeout=60_000)
+    prompt = page.locator(f"{scope} .jp-CodeCell .jp-InputPrompt".strip()).first
+    deadline = time.monotonic() + 60
+    while True:
+        page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+        page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
+        try:
+            expect(prompt).to_have_text(re.compile(r"\[[*\d]+\]"), timeout=5_000)
+            return
+        except (AssertionError, PlaywrightTimeout):
+            if time.monotonic() > deadline:
+                raise
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+def build_site(target: Path) -> Path:
+    """The course website built strictly into ``target``, as ``nox -s site`` builds it."""
+    out = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(target)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    return target
+
+
+@contextmanager
+def serving(folder: Path) -> Iterator[str]:
+    """Serve ``folder`` on 127.0.0.1; yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+

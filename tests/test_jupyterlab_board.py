@@ -9,13 +9,11 @@ and watches Producer 1's badge turn blue, then green.
 from __future__ import annotations
 
 import os
-import re
 import signal
-import time
 
 import nbformat
 import pytest
-from jupyter_support import TOKEN, running_jupyterlab
+from jupyter_support import TOKEN, run_all_cells, running_jupyterlab
 
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
@@ -104,27 +102,6 @@ def _shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"jupyterlab-board-{name}.png"))
 
 
-def _run_all_cells(page) -> None:
-    """Run > Run All, once the kernel has really started executing the first cell.
-
-    The page can show an idle kernel before its connection is up, and Run All then clears
-    the cells without running them: try again until the first cell shows ``[*]`` or ``[1]``.
-    """
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    from playwright.sync_api import expect
-
-    page.get_by_text("| Idle").wait_for(timeout=60_000)
-    prompt = page.locator(".jp-CodeCell .jp-InputPrompt").first
-    deadline = time.monotonic() + 60
-    while True:
-        page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-        page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
-        try:
-            expect(prompt).to_have_text(re.compile(r"\[[*\d]+\]"), timeout=5_000)
-            return
-        except (AssertionError, PlaywrightTimeout):
-            if time.monotonic() > deadline:
-                raise
 
 
 @pytest.fixture
@@ -139,7 +116,7 @@ def page(browser):
 def test_a_producer_added_in_the_panel_turns_blue_then_green_on_the_board(page, jupyter):
     base, process = jupyter
     page.goto(f"{base}/lab/tree/board.ipynb?token={TOKEN}")
-    _run_all_cells(page)
+    run_all_cells(page)
     add = page.locator(".streamlab-producer-panel button", has_text="Add producer")
     add.wait_for(timeout=60_000)
     # Spark starts and the query's first batch runs before the board cell does.

@@ -2,31 +2,21 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
-import os
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
 
+from jupyter_support import build_site, serving
+
 from streamlab import registry, website
-from streamlab.paths import BUILD_DIR, REPO_ROOT
+from streamlab.paths import BUILD_DIR
 
 ARTIFACTS = BUILD_DIR / "artifacts"
 
 
 @pytest.fixture(scope="module")
 def built_site(tmp_path_factory) -> Path:
-    target = tmp_path_factory.mktemp("site")
-    out = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(target)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
-    assert out.returncode == 0, out.stdout + out.stderr
-    return target
+    return build_site(tmp_path_factory.mktemp("site"))
 
 
 def test_every_lab_has_a_page_in_the_navigation(built_site):
@@ -73,19 +63,10 @@ def test_short_inline_code_is_kept_on_one_line_and_long_code_wraps():
     assert marked.count('class="whole"') == 1
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def served_site(built_site):
-    handler = functools.partial(_QuietHandler, directory=str(built_site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(built_site) as url:
+        yield url
 
 
 def test_a_reader_opens_a_solution_on_the_lab_page(browser, served_site):

@@ -13,15 +13,9 @@ cell, and its live cell shows no event the hub held from before. Screenshots are
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import re
-import subprocess
-import sys
-import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,9 +23,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from jupyter_support import TOKEN, running_jupyterlab
+from jupyter_support import TOKEN, build_site, run_all_cells, running_jupyterlab, serving
 
-from streamlab import benchmarks
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 ARTIFACTS = BUILD_DIR / "artifacts" / "tour"
@@ -134,29 +127,13 @@ SPARK_LOG = re.compile(r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (WARN|INFO|ERROR|D
 @pytest.fixture(scope="module")
 def site_dir(tmp_path_factory) -> Path:
     given = os.environ.get("STREAMLAB_TOUR_SITE")
-    if given:
-        return Path(given)
-    target = tmp_path_factory.mktemp("tour-site")
-    out = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(target)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
-    assert out.returncode == 0, out.stdout + out.stderr
-    return target
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
+    return Path(given) if given else build_site(tmp_path_factory.mktemp("tour-site"))
 
 
 @pytest.fixture(scope="module")
 def site_url(site_dir):
-    handler = functools.partial(_QuietHandler, directory=str(site_dir))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with serving(site_dir) as url:
+        yield url
 
 
 def _offline_context(browser, blocked: list[str], **options):
@@ -263,23 +240,6 @@ def notebooks(tmp_path) -> Path:
     return tmp_path / "notebooks"
 
 
-def _run_all(page) -> None:
-    """Run > Run All once the kernel is really executing (see test_jupyterlab_board)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    from playwright.sync_api import expect
-
-    page.get_by_text("| Idle").wait_for(timeout=60_000)
-    prompt = page.locator(f"{NOTEBOOK} .jp-CodeCell .jp-InputPrompt").first
-    deadline = time.monotonic() + 60
-    while True:
-        page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-        page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
-        try:
-            expect(prompt).to_have_text(re.compile(r"\[[*\d]+\]"), timeout=5_000)
-            return
-        except (AssertionError, PlaywrightTimeout):
-            if time.monotonic() > deadline:
-                raise
 
 
 def _outputs(page) -> list[dict]:
@@ -319,7 +279,7 @@ def test_lab00_runs_in_jupyterlab_as_a_learner_meets_it(browser, notebooks, tmp_
         try:
             # Untouched: Run All stops at exercise 0.1, saying it is not done yet.
             page.goto(f"{lab.base}/lab/tree/{LAB00}/{LAB00}.ipynb?token={TOKEN}")
-            _run_all(page)
+            run_all_cells(page, NOTEBOOK)
             page.locator(f"{NOTEBOOK} .jp-OutputArea-output", has_text="not done yet").wait_for(
                 timeout=120_000)
             _wait_until_idle(page, 60)
@@ -330,7 +290,7 @@ def test_lab00_runs_in_jupyterlab_as_a_learner_meets_it(browser, notebooks, tmp_
 
             # Solved: top to bottom with no traceback, the panel drawn, no Spark log.
             page.goto(f"{lab.base}/lab/workspaces/solved/tree/{LAB00}/solved.ipynb?token={TOKEN}")
-            _run_all(page)
+            run_all_cells(page, NOTEBOOK)
             done = page.locator(f"{NOTEBOOK} .jp-OutputArea-output", has_text="events from before:")
             done.wait_for(timeout=360_000)
             _wait_until_idle(page, 60)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -107,3 +109,18 @@ def combine(verdicts: list[Verdict]) -> Verdict:
         return verdicts[0]
     first = next(v for v in verdicts if v.status != PASSED)
     return Verdict(FAILED, first.message)
+
+
+def query_cause(error: BaseException) -> str:
+    """The line of a failed query's error that names its cause, e.g. the learner's exception.
+
+    A failed query's error carries Spark's and Py4J's wrappers around the Python exception
+    raised in the learner's code; the last Python exception line that is not a wrapper is
+    the one a learner can act on.
+    """
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    python = [line for line in lines
+              if re.match(r"^[\w.]*(Error|Exception)\b.*:", line)
+              and not line.startswith(("py4j", "pyspark.errors", "org.apache"))]
+    return (python[-1] if python else lines[0] if lines else type(error).__name__)[:300]
+
