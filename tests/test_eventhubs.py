@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import pickle
 import socket
 
 import pytest
 from eventhub_clients import Receiver, send
 
 from streamlab.eventhubs import SCHEMA, SYSTEM_SCHEMA, EventHubsOptionError
-from streamlab.eventhubs.options import endpoint
-from streamlab.eventhubs.source import apply_limit
+from streamlab.eventhubs.options import endpoint, parse_options
+from streamlab.eventhubs.receivers import ReceiveTimeout
+from streamlab.eventhubs.source import EventHubsStreamReader, RangePartition, apply_limit
 from streamlab.hub import partition_for_key
 
 
@@ -197,9 +199,85 @@ def test_an_unreachable_hub_fails_the_query_with_a_sentence(spark, tmp_path):
      "maxEventsPerTrigger"),
     ({"connectionString": "Endpoint=sb://h:1;EntityPath=x", "systemProperties": "yes"},
      "systemProperties must be true or false"),
+    ({"connectionString": "Endpoint=sb://h:1;EntityPath=x", "receiveOn": "workers"},
+     "receiveOn must be driver or executors; got 'workers'"),
 ])
 def test_bad_options_are_named(options, words):
     from streamlab.eventhubs.options import parse_options
 
     with pytest.raises(EventHubsOptionError, match=words):
         parse_options(options)
+
+
+def _rows(spark, path):
+    # Every column the hub decides; systemProperties depends on when a batch was planned.
+    return sorted(tuple(r)[:len(SCHEMA.fields)] for r in spark.read.parquet(str(path)).collect())
+
+
+def test_on_executors_a_partition_is_a_range_its_task_reads_with_a_receiver_of_its_own(hub):
+    send(hub.connection_string, [f"e{i}" for i in range(10)], partition_id="0")
+    options = parse_options({"connectionString": hub.connection_string,
+                             "eventHubName": "heartbeats", "receiveOn": "executors",
+                             "timeoutSeconds": "2"})
+    reader = EventHubsStreamReader(options)
+    # Planned from the hub's ends (one management call), with no receiver on the driver.
+    latest = reader.latestOffset({"0": 2, "1": 0}, reader.getDefaultReadLimit())
+    assert latest == {"0": 10, "1": 0} and reader._receivers is None
+    (partition,) = reader.partitions({"0": 2, "1": 0}, {"0": 7, "1": 0})
+    assert isinstance(partition, RangePartition) and not hasattr(partition, "rows")
+    # The task gets a pickled copy of the reader and reads exactly [first, last).
+    task = pickle.loads(pickle.dumps(reader))
+    rows = list(task.read(pickle.loads(pickle.dumps(partition))))
+    assert [(r[1], r[3], r[0]) for r in rows] == [("0", i, f"e{i}".encode()) for i in range(2, 7)]
+    reader.commit(latest)
+    assert reader._receivers is None
+    # Events that do not arrive fail the task with the driver mode's sentence.
+    with pytest.raises(ReceiveTimeout, match=r"partition 0 has events up to 9, needs up to 11.*"
+                                             r"Is the hub running\?"):
+        list(task.read(RangePartition("0", 8, 12, None)))
+
+
+def test_on_executors_available_now_reads_what_the_driver_mode_reads_exactly_once(spark, hub,
+                                                                               tmp_path):
+    machines = [f"machine-{i}" for i in range(6)]
+    for machine in machines:
+        send(hub.connection_string, _heartbeats([machine], 3), partition_key=machine,
+             properties={"kind": "heartbeat"})
+    modes = {"driver": _stream(spark, hub, startingPosition="earliest", systemProperties="true"),
+             "executors": _stream(spark, hub, startingPosition="earliest", systemProperties="true",
+                                  receiveOn="executors", maxEventsPerTrigger=7)}
+    assert modes["executors"].schema == modes["driver"].schema == SYSTEM_SCHEMA
+    for mode, df in modes.items():
+        _run_to_parquet(df, tmp_path / mode, tmp_path / f"ckpt-{mode}")
+    send(hub.connection_string, [f"late-{i}" for i in range(25)])
+    for mode, df in modes.items():  # a restart on the same checkpoint
+        _run_to_parquet(df, tmp_path / mode, tmp_path / f"ckpt-{mode}")
+    rows = {mode: _rows(spark, tmp_path / mode) for mode in modes}
+    events = {(r[1], r[3]) for r in rows["executors"]}  # (partition, sequenceNumber)
+    assert len(rows["executors"]) == len(events) == 18 + 25
+    assert rows["executors"] == rows["driver"]
+    for row in spark.read.parquet(str(tmp_path / "executors")).collect():
+        assert int(row.systemProperties["lastEnqueuedSequenceNumber"]) >= row.sequenceNumber
+
+
+def test_on_executors_a_processing_time_query_reads_every_event_once_across_a_restart(spark, hub,
+                                                                                     tmp_path):
+    output, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+
+    def run() -> None:
+        query = (_stream(spark, hub, startingPosition="earliest", receiveOn="executors")
+                 .writeStream.format("parquet").option("path", str(output))
+                 .option("checkpointLocation", str(checkpoint))
+                 .trigger(processingTime="200 milliseconds").start())
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+
+    send(hub.connection_string, [f"first-{i}" for i in range(40)])
+    run()
+    send(hub.connection_string, [f"second-{i}" for i in range(25)])
+    run()
+    bodies = [r.body.decode() for r in spark.read.parquet(str(output)).collect()]
+    assert sorted(bodies) == sorted([f"first-{i}" for i in range(40)] +
+                                    [f"second-{i}" for i in range(25)])

@@ -8,6 +8,7 @@ Registered by :func:`streamlab.spark_session`::
           .option("startingPosition", "earliest")      # or latest, or {"0": 42, ...}
           .option("maxEventsPerTrigger", 10_000)        # optional
           .option("systemProperties", "true")           # optional: a systemProperties column
+          .option("receiveOn", "executors")             # optional: tasks receive, not the driver
           .load())
 
     (transitions.selectExpr("to_json(struct(*)) AS body", "machine_name AS partitionKey")

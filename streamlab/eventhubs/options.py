@@ -27,6 +27,10 @@ SYSTEM_SCHEMA = StructType(SCHEMA.fields + [
 ])
 
 
+#: The values of ``receiveOn``: see :mod:`streamlab.eventhubs.source`.
+RECEIVE_ON = ("driver", "executors")
+
+
 class EventHubsOptionError(ValueError):
     """An option of the eventhubs source or sink is missing or malformed."""
 
@@ -72,6 +76,8 @@ class EventHubsOptions:
     timeout_seconds: float = 30.0
     #: Add the ``systemProperties`` column.
     system_properties: bool = False
+    #: Where events are received: ``driver`` (long-lived receivers) or ``executors`` (per task).
+    receive_on: str = "driver"
 
     @property
     def client_kwargs(self) -> dict:
@@ -117,6 +123,9 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
     system = lowered.get("systemproperties", "false").strip().lower()
     if system not in ("true", "false"):
         raise EventHubsOptionError(f"systemProperties must be true or false; got {system!r}")
+    receive_on = lowered.get("receiveon", "driver").strip().lower()
+    if receive_on not in RECEIVE_ON:
+        raise EventHubsOptionError(f"receiveOn must be driver or executors; got {receive_on!r}")
     parsed = EventHubsOptions(
         connection_string=connection_string,
         eventhub=eventhub,
@@ -125,6 +134,7 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
         max_events_per_trigger=max_events,
         timeout_seconds=float(lowered.get("timeoutseconds", 30)),
         system_properties=system == "true",
+        receive_on=receive_on,
     )
     parsed.starting_sequence_numbers()  # fail early on a malformed map
     return parsed

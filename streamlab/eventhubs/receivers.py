@@ -4,6 +4,9 @@ Each partition has one ``EventHubConsumerClient`` receiving in a background thre
 given sequence number on. Micro-batches take contiguous ranges of sequence numbers out of
 the buffer, so a steady stream pays for its connections once, not once per batch, and a
 batch is planned from what has already arrived instead of a management call per partition.
+
+With ``receiveOn=executors`` a task uses :func:`read_range` instead: a receiver of its own for
+one partition's range of sequence numbers, closed when the range has been read.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Iterator
 
 from streamlab.eventhubs.options import EventHubsOptions, endpoint
 
@@ -117,6 +120,31 @@ class Receivers:
         with self._lock:
             return [row for row in self._partitions[partition_id].rows if start <= row[3] < end]
 
+    def drain(self, partition_id: str, end: int, timeout: float) -> Iterator[Row]:
+        """Yield and forget the partition's events before ``end`` as they arrive.
+
+        Gives up with :class:`ReceiveTimeout` when ``timeout`` seconds pass without an event.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._lock:
+                state = self._partitions[partition_id]
+                arrived = []
+                while state.rows and state.rows[0][3] < end:
+                    arrived.append(state.rows.popleft())
+                done = state.next_sequence >= end
+                if not arrived and not done:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise ReceiveTimeout(self._timeout_message({partition_id: end}))
+                    self._lock.wait(min(left, 0.5))
+                    continue
+            # Yield outside the lock: the receiver thread keeps filling the buffer meanwhile.
+            yield from arrived
+            if done:
+                return
+            deadline = time.monotonic() + timeout
+
     def discard_before(self, committed: dict[str, int]) -> None:
         """Forget events that a committed batch has read."""
         with self._lock:
@@ -219,3 +247,18 @@ class Receivers:
                     state.rows.append(event_row(partition_id, event))
                     state.next_sequence = event.sequence_number + 1
             self._lock.notify_all()
+
+
+def read_range(options: EventHubsOptions, partition_id: str, first: int,
+               last: int) -> Iterator[Row]:
+    """The events ``first <= sequence number < last`` of one partition, from a receiver of its own.
+
+    The receiver starts at ``first`` and is closed once ``last - 1`` has been yielded (or the
+    read fails), so a task holds its connection only while it reads.
+    """
+    receivers = Receivers(options)
+    try:
+        receivers.ensure({partition_id: first})
+        yield from receivers.drain(partition_id, last, options.timeout_seconds)
+    finally:
+        receivers.close()

@@ -4,17 +4,30 @@ Offsets are per-partition sequence numbers, ``{"0": 42, "1": 17}``: the next eve
 partition will give. Spark writes them to the checkpoint before a batch runs, so a
 restarted query reads exactly the events after its last committed batch.
 
-The driver keeps one receiver per partition open between micro-batches
-(:mod:`streamlab.eventhubs.receivers`) and ships each batch's events to the tasks inside its
-input partitions: no connection per batch, and a batch is planned from what has arrived.
+Where the events are received is the option ``receiveOn``:
+
+- ``driver`` (the default): the driver keeps one receiver per partition open between
+  micro-batches (:mod:`streamlab.eventhubs.receivers`) and ships each batch's events to the
+  tasks inside its input partitions: no connection per batch, and a batch is planned from what
+  has arrived. Every event passes through the driver. It is the default because on one
+  machine a connection per task per batch costs more than shipping the events saves.
+- ``executors``: the driver asks the hub for every partition's end (one management call per
+  trigger) and plans each input partition as one hub partition's range of sequence numbers;
+  the task opens a receiver of its own at the range's first event, reads to its last, and
+  closes it. Events never pass through the driver: on a cluster the ingest rate grows with
+  the executors, at the price of a connection per partition per batch.
+
+Either way the ranges are in the checkpoint's offsets, so a restart reads the same events.
 
 What a batch planned says about the hub, so that a consumer may trust "no rows" as "nothing
 to read" (the reference heartbeat monitor does):
 
-- A connected receiver's buffer is fresh: the hub pushes events within milliseconds. When a
-  receiver has just been (re)started (the query's start, a restart, a replay), its buffer says
-  nothing yet, so the source asks the hub for every partition's real end (one management call)
-  and plans up to it; the reads then wait for those events.
+- With ``receiveOn=driver``, a connected receiver's buffer is fresh: the hub pushes events
+  within milliseconds. When a receiver has just been (re)started (the query's start, a
+  restart, a replay), its buffer says nothing yet, so the source asks the hub for every
+  partition's real end (one management call) and plans up to it; the reads then wait for
+  those events. With ``receiveOn=executors`` every batch is planned up to the ends the hub
+  gave when it was planned.
 - ``maxEventsPerTrigger`` never starves a partition: every partition with events to read gets
   at least one in every batch, even if that takes the batch a few events over the limit.
 - With ``.option("systemProperties", "true")`` each row also carries a ``systemProperties``
@@ -34,7 +47,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 
 from streamlab.eventhubs.options import EventHubsOptions, unavailable
-from streamlab.eventhubs.receivers import Receivers, Row
+from streamlab.eventhubs.receivers import Receivers, Row, read_range
 
 
 #: The key of ``systemProperties`` that says how far the partition went when the batch was planned.
@@ -48,6 +61,20 @@ class EventsPartition(InputPartition):
         super().__init__(partition_id)
         self.partition_id = partition_id
         self.rows = rows
+
+
+class RangePartition(InputPartition):
+    """One event hub partition's range ``[first, last)`` of sequence numbers in one micro-batch.
+
+    Carries no events: the task that reads it receives them (``receiveOn=executors``).
+    """
+
+    def __init__(self, partition_id: str, first: int, last: int, system: dict | None) -> None:
+        super().__init__(partition_id)
+        self.partition_id = partition_id
+        self.first = first
+        self.last = last
+        self.system = system  # the systemProperties of every row, when asked for
 
 
 def _management(options: EventHubsOptions):
@@ -145,7 +172,7 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         start = {str(p): int(s) for p, s in start.items()}
-        if self.receivers.ensure(start):
+        if not self._on_executors and self.receivers.ensure(start):
             # A receiver that has just started has delivered nothing yet: ask the hub.
             self.receivers.promise({p: end for p, (_, end) in partition_bounds(self.options).items()
                                     if p in start})
@@ -153,6 +180,10 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             latest = {p: max(start.get(p, 0), end) for p, end in self._target.items()}
             for p in start:
                 latest.setdefault(p, start[p])
+        elif self._on_executors:
+            # The hub's ends now: every event planned exists, and "no rows" means none to read.
+            ends = {p: end for p, (_, end) in partition_bounds(self.options).items()}
+            latest = {p: max(s, ends.get(p, s)) for p, s in start.items()}
         else:
             latest = {p: max(s, self.receivers.available(p)) for p, s in start.items()}
         self._known_end.update(latest)
@@ -160,7 +191,11 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             latest = apply_limit({p: start.get(p, 0) for p in latest}, latest, limit.max_rows)
         return latest
 
-    def partitions(self, start: dict, end: dict) -> list[EventsPartition]:
+    @property
+    def _on_executors(self) -> bool:
+        return self.options.receive_on == "executors"
+
+    def partitions(self, start: dict, end: dict) -> list[EventsPartition | RangePartition]:
         if self.options.system_properties and any(p not in self._known_end for p in end):
             # A batch replayed after a restart: its planning knowledge is gone; the hub's end
             # now is the best (latest) answer.
@@ -169,19 +204,30 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         for partition_id in sorted(end, key=lambda p: (len(p), p)):
             first, last = int(start.get(partition_id, 0)), int(end[partition_id])
             if last > first:
-                rows = self.receivers.take(partition_id, first, last, self.options.timeout_seconds)
+                system = None
                 if self.options.system_properties:
                     known = max(last, self._known_end.get(partition_id, last))
                     system = {LAST_ENQUEUED: str(known - 1)}
+                if self._on_executors:
+                    result.append(RangePartition(partition_id, first, last, system))
+                    continue
+                rows = self.receivers.take(partition_id, first, last, self.options.timeout_seconds)
+                if system is not None:
                     rows = [row + (system,) for row in rows]
                 result.append(EventsPartition(partition_id, rows))
         return result
 
-    def read(self, partition: EventsPartition) -> Iterator[Row]:
-        return iter(partition.rows)
+    def read(self, partition: EventsPartition | RangePartition) -> Iterator[Row]:
+        if isinstance(partition, EventsPartition):
+            return iter(partition.rows)
+        rows = read_range(self.options, partition.partition_id, partition.first, partition.last)
+        if partition.system is None:
+            return rows
+        return (row + (partition.system,) for row in rows)
 
     def commit(self, end: dict) -> None:
-        self.receivers.discard_before({str(p): int(s) for p, s in end.items()})
+        if self._receivers is not None:  # with receiveOn=executors there is nothing to trim
+            self._receivers.discard_before({str(p): int(s) for p, s in end.items()})
 
     def stop(self) -> None:
         if self._receivers is not None:
