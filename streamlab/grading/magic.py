@@ -17,7 +17,6 @@ import html
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from pathlib import Path
 
 from streamlab import registry
 from streamlab.cell_runs import LAST_RUNS, CellRun
+from streamlab.grading.supervisor import interrupt
 from streamlab.paths import REPO_ROOT
 
 _SYMBOL = {"passed": "✓", "failed": "✗", "not-started": "○"}
@@ -273,12 +273,6 @@ def _grade(command: list[str]) -> subprocess.CompletedProcess:
     try:
         stdout, stderr = process.communicate()
     except BaseException:
-        # Interrupting the kernel stops the grading too. SIGINT, not SIGTERM: the grader then
-        # stops the process that runs the checks, with its Spark.
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        interrupt(process)  # interrupting the kernel stops the grading too
         raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from streamlab import registry
+from streamlab.grading.supervisor import interrupt
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 #: How often the notebooks' modification times are read, in seconds.
@@ -93,12 +94,7 @@ class Watcher:
 
     def stop_grader(self) -> None:
         if self.grader is not None and self.grader.poll() is None:
-            # SIGINT, not SIGTERM: the grader then stops the process that runs the checks.
-            self.grader.send_signal(signal.SIGINT)
-            try:
-                self.grader.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.grader.kill()
+            interrupt(self.grader)
 
     def run(self, grade_first: bool) -> None:
         if grade_first:
