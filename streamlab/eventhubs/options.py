@@ -78,6 +78,8 @@ class EventHubsOptions:
     system_properties: bool = False
     #: Where events are received: ``driver`` (long-lived receivers) or ``executors`` (per task).
     receive_on: str = "driver"
+    #: With ``receiveOn=driver``, a batch of at most this many events is read by one task.
+    events_per_task: int = 10_000
 
     @property
     def client_kwargs(self) -> dict:
@@ -126,6 +128,13 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
     receive_on = lowered.get("receiveon", "driver").strip().lower()
     if receive_on not in RECEIVE_ON:
         raise EventHubsOptionError(f"receiveOn must be driver or executors; got {receive_on!r}")
+    per_task = lowered.get("eventspertask", "10000")
+    try:
+        events_per_task = int(per_task)
+    except ValueError:
+        events_per_task = -1
+    if events_per_task < 0:
+        raise EventHubsOptionError(f"eventsPerTask must be a whole number, 0 or more; got {per_task!r}")
     parsed = EventHubsOptions(
         connection_string=connection_string,
         eventhub=eventhub,
@@ -135,6 +144,7 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
         timeout_seconds=float(lowered.get("timeoutseconds", 30)),
         system_properties=system == "true",
         receive_on=receive_on,
+        events_per_task=events_per_task,
     )
     parsed.starting_sequence_numbers()  # fail early on a malformed map
     return parsed
