@@ -148,7 +148,8 @@ def serve(session: nox.Session) -> None:
 
 #: Every benchmark, in the order `nox -s bench` runs them (about 45 minutes on 2 cores).
 BENCHMARKS = ["hub_throughput", "eventhubs_ingest", "latency", "state_calls", "state_machine",
-              "fleet_capacity", "state_store", "restart_recovery", "learner_loop", "delta_sink"]
+              "fleet_capacity", "state_store", "restart_recovery", "learner_loop", "delta_sink",
+              "batch_breakdown", "cluster_ingest"]
 
 
 @nox.session

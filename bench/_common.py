@@ -118,6 +118,20 @@ def bar_chart(name: str, title: str, bars: list[tuple[str, float]], unit: str, *
     return f"{name}.svg"
 
 
+def stacked_chart(name: str, title: str, bars: list[tuple[str, list[tuple[str, float]]]],
+                  unit: str, *, reference: tuple[str, float] | None = None, note: str = "") -> str:
+    """A stacked horizontal bar chart as ``build/bench/NAME.svg``; returns the file name.
+
+    The drawing is :func:`streamlab.benchmarks.stacked_bar_chart_svg`.
+    """
+    from streamlab.benchmarks import stacked_bar_chart_svg
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{name}.svg").write_text(stacked_bar_chart_svg(title, bars, unit, reference=reference,
+                                                           note=note))
+    return f"{name}.svg"
+
+
 # -- Spark -------------------------------------------------------------------------------------
 
 def quiet() -> None:
@@ -181,6 +195,47 @@ def write_heartbeat_rounds(spark, folder: Path, machines: int, rounds: int, firs
         (names.select("machine_name", F.lit(at).alias("machine_time"),
                       F.lit(at).alias("event_time"))
          .coalesce(1).write.parquet(str(folder / f"round-{r:03d}")))
+
+
+#: Event hub partitions of the generated hub rounds: the hub's default count.
+HUB_PARTITIONS = 4
+
+
+def write_hub_rounds(spark, folder: Path, machines: int, rounds: int, *, first: int = 0,
+                     start_s: float) -> None:
+    """Rounds as the ``eventhubs`` source delivers them to lab 05's ``CatchUpProcessor``
+    (its ``HEARTBEAT_SCHEMA``), one parquet folder per round, ``folder/round-NNN``: machine
+    ``i`` (``machine-000000`` ...) in partition ``i % HUB_PARTITIONS``; round ``r``'s heartbeats
+    enqueued across second ``start_s + r`` in sequence-number order; each row carries the
+    partition's newest sequence number of that round, so a batch of one round reads every
+    partition to its end.
+
+    The processor judges a partition read to its end up to the batch's processing time: with
+    ``start_s`` ahead of the wall clock by more than the run takes, no deadline passes while
+    the rounds are read, as in a live fleet whose machines all keep sending."""
+    from pyspark.sql import functions as F
+
+    i = F.col("id")
+    partition = i % HUB_PARTITIONS
+    # Partition p holds machines p, p + 4, ...: `count` of them, machine i at position i // 4.
+    count = F.floor((F.lit(machines - 1) - partition) / HUB_PARTITIONS) + 1
+    ids = spark.range(machines)
+    for r in range(first, first + rounds):
+        enqueued = F.lit(round((start_s + r) * 1000)) + F.floor(i * 1000 / machines)
+        (ids.select(partition.cast("string").alias("partition"),
+                    F.format_string("machine-%06d", i).alias("machine_name"),
+                    F.timestamp_millis(enqueued).alias("event_time"),
+                    (count * r + F.floor(i / HUB_PARTITIONS)).cast("long").alias("sequence_number"),
+                    (count * (r + 1) - 1).cast("long").alias("last_enqueued_sequence_number"))
+         .coalesce(1).write.parquet(str(folder / f"round-{r:03d}")))
+
+
+def hub_rounds_stream(spark, folder: Path):
+    """The rounds of :func:`write_hub_rounds` as a stream, one round per micro-batch."""
+    return (spark.readStream
+            .schema("partition STRING, machine_name STRING, event_time TIMESTAMP, "
+                    "sequence_number LONG, last_enqueued_sequence_number LONG")
+            .option("maxFilesPerTrigger", 1).parquet(str(folder / "round-*")))
 
 
 def heartbeat_rounds_stream(spark, folder: Path):

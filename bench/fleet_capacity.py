@@ -1,12 +1,19 @@
-"""The largest fleet at one heartbeat a second that the monitor keeps up with, two designs.
+"""The largest fleet at one heartbeat a second that the monitor keeps up with, three designs.
 
 Spark's ``rate`` source stands in for the producers: it emits ``rowsPerSecond = N`` rows a
 second in real time, and row ``value`` is machine ``value % N``'s heartbeat, so each of the N
 machines sends one heartbeat a second. Everything after the source is the reference monitor:
 a processor on RocksDB (5 s timeout) and the replace-on-retry parquet sink, with one of
 
-- ``lean``: lab 04's ``LeanHeartbeatProcessor``, one grouping key per machine (the reference
-  monitor's processor);
+- ``reference``: lab 05's ``CatchUpProcessor``, the reference monitor's, keyed by event hub
+  partition (machine ``m`` in partition ``m % 4``, the hub's default count) and judging
+  silence by the heartbeat's time (the rate source's ``timestamp``, as the hub's enqueue
+  time). The rate source reads to its end in every batch: each row carries its own
+  ``value`` as both its sequence number and the partition's newest. It runs at the reference
+  monitor's trigger, 500 ms: a stopped machine is reported at its deadline (5 s) plus the wait
+  for the next batch and that batch's duration, which must stay within 1 s;
+- ``lean``: lab 04's ``LeanHeartbeatProcessor``, one grouping key per machine (the teaching
+  step before it);
 - ``bucketed``: lab 06's ``BucketedHeartbeatProcessor``, one grouping key and one state value
   per bucket of machines, which pays Python's per-key cost once per bucket, not per machine.
 
@@ -23,7 +30,10 @@ back after the run; a batch's rows count as visible when its folder is written.
 The emulator is not in this path: a single Python process, its ceiling is measured by
 ``bench/hub_throughput.py`` and bounds a local fleet, not the Spark side.
 
-    python bench/fleet_capacity.py [--designs lean bucketed] [--trigger-ms 1000] [--buckets 256]
+    python bench/fleet_capacity.py [--designs reference lean bucketed] [--trigger-ms MS] [--buckets 256]
+
+``--trigger-ms`` sets one trigger for every design; without it the reference runs at 500 ms and
+the others at 1000 ms.
 """
 
 from __future__ import annotations
@@ -41,14 +51,20 @@ import _common as bench  # noqa: E402
 STOP_AFTER_S = 20
 TIMEOUT_S = 5.0
 DESIGNS = {
+    "reference": "lab 05 CatchUpProcessor, a key per hub partition",
     "lean": "lab 04 LeanHeartbeatProcessor, a key per machine",
     "bucketed": "lab 06 BucketedHeartbeatProcessor, a key per bucket",
 }
-STARTS = {"lean": 250, "bucketed": 2_500}
+STARTS = {"reference": 10_000, "lean": 250, "bucketed": 2_500}
+TRIGGERS_MS = {"reference": 500, "lean": 1_000, "bucketed": 1_000}
+HUB_PARTITIONS = 4
 SMALLEST = 50
 
 
 def transitions(design: str, heartbeats, labs: dict, buckets: int):
+    if design == "reference":
+        lab = labs["05"]
+        return lab.catch_up_changes(heartbeats, lab.CatchUpProcessor(timeout_ms=int(TIMEOUT_S * 1000)))
     if design == "lean":
         lab = labs["04"]
         return lab.status_changes(heartbeats, lab.LeanHeartbeatProcessor(timeout_ms=int(TIMEOUT_S * 1000)))
@@ -69,9 +85,18 @@ def run(spark, design: str, labs: dict, machines: int, trigger_ms: int, buckets:
     rate = rate.observe("start", F.min(F.when(F.col("value") == 0,
                                               F.col("timestamp").cast("double"))).alias("start"))
     stopped = (F.col("value") % machines < stopping) & (F.col("value") >= STOP_AFTER_S * machines)
-    heartbeats = rate.where(~stopped).select(
-        F.format_string("machine-%07d", F.col("value") % machines).alias("machine_name"),
-        F.col("timestamp").alias("machine_time"))
+    machine = F.col("value") % machines
+    if design == "reference":
+        heartbeats = rate.where(~stopped).select(
+            (machine % HUB_PARTITIONS).cast("string").alias("partition"),
+            F.format_string("machine-%07d", machine).alias("machine_name"),
+            F.col("timestamp").alias("event_time"),
+            F.col("value").alias("sequence_number"),
+            F.col("value").alias("last_enqueued_sequence_number"))
+    else:
+        heartbeats = rate.where(~stopped).select(
+            F.format_string("machine-%07d", machine).alias("machine_name"),
+            F.col("timestamp").alias("machine_time"))
     write = batch_writer(work / "out")
     (work / "out").mkdir(parents=True)
     visible_at: dict[int, float] = {}
@@ -137,9 +162,10 @@ def capacity(spark, design: str, labs: dict, args) -> list[dict]:
     """Double from the design's start until a fleet fails (halve when the start fails),
     then try the midpoint between the largest that kept up and the smallest that did not."""
     runs: list[dict] = []
+    trigger_ms = args.trigger_ms or TRIGGERS_MS[design]
 
     def attempt(machines: int) -> bool:
-        result = run(spark, design, labs, machines, args.trigger_ms, args.buckets)
+        result = run(spark, design, labs, machines, trigger_ms, args.buckets)
         runs.append(result)
         print(f"  {design:<9} {machines:>7,} machines: batches mean {result['batch_ms']['mean']:,.0f} ms, "
               f"median {result['batch_ms']['median']:,.0f} ms, "
@@ -172,30 +198,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
     parser.add_argument("--largest", type=int, default=80_000)
-    parser.add_argument("--trigger-ms", type=int, default=1000)
+    parser.add_argument("--trigger-ms", type=int, default=None)
     parser.add_argument("--buckets", type=int, default=256)
     args = parser.parse_args()
-    from streamlab.monitor import lab04_solution
+    from streamlab.monitor import lab04_solution, reference_solution
 
-    labs = {"04": lab04_solution()}
+    labs = {"04": lab04_solution(), "05": reference_solution()}
     if "bucketed" in args.designs:
         labs["06"] = bench.solution("06")
     spark = bench.spark()
     runs = {design: capacity(spark, design, labs, args) for design in args.designs}
+    triggers = {d: args.trigger_ms or TRIGGERS_MS[d] for d in args.designs}
     largest = {design: max((r["machines"] for r in found if r["kept_up"]), default=0)
                for design, found in runs.items()}
     in_time = {design: max((r["machines"] for r in found if r["detected_in_time"]), default=0)
                for design, found in runs.items()}
     chart = bench.bar_chart(
-        "fleet_capacity", f"Largest fleet kept up with at 1 heartbeat/s ({args.trigger_ms} ms trigger)",
-        [(f"{DESIGNS[d].split(',')[0]}{label}", found[d]) for d in args.designs
+        "fleet_capacity", "Largest fleet kept up with at 1 heartbeat/s",
+        [(f"{DESIGNS[d].split(',')[0]} ({triggers[d]} ms){label}", found[d]) for d in args.designs
          for label, found in ((", batches keep up", largest), (", and detection <= 6 s", in_time))],
         "machines",
         reference=("target 10,000", 10_000),
         note=f"rate source -> processor on RocksDB -> parquet sink; {args.buckets} buckets; 2 cores")
     bench.write_result(
         "fleet_capacity", "Fleet capacity of the monitor",
-        {"trigger_ms": args.trigger_ms, "timeout_s": TIMEOUT_S, "stop_after_s": STOP_AFTER_S,
+        {"trigger_ms": triggers, "timeout_s": TIMEOUT_S, "stop_after_s": STOP_AFTER_S,
          "buckets": args.buckets, "source": "rate (rowsPerSecond = machines)",
          "designs": {d: DESIGNS[d] for d in args.designs}},
         {"runs": [r for found in runs.values() for r in found], "capacity_machines": largest,

@@ -16,6 +16,9 @@ Detection delay of an Unhealthy: from the enqueue time of the machine's last hea
 the same moment, reported for one producer stopping and for every producer stopping at once;
 the timeout is 5 s, so the target is 6 s (timeout + 1 s) at the 99th percentile.
 
+The monitor runs with its own defaults (``streamlab.monitor``: session settings, sink writer);
+``bench/batch_breakdown.py`` measures where the time goes and what each of them changed.
+
     python bench/latency.py [--producers 100] [--triggers 500 250] [--cycle-seconds 50]
 """
 
@@ -36,44 +39,64 @@ TIMEOUT_S = 5.0
 PAUSE_S = 7.0
 
 
-def _monitor(spark, lab, connection_string: str, trigger_ms: int, work: Path, seen: list):
+def _monitor(spark, lab, connection_string: str, trigger_ms: int, work: Path, seen: list,
+             writer: str, sink_calls: dict, source_options: dict | None = None):
+    """The reference monitor's query (its sink, its writer) on ``work``; a trigger of 0 ms starts
+    each batch as soon as the last ends. Each row written is read back from its batch's folder
+    and recorded in ``seen`` with the moment the write returned; ``sink_calls`` gets each
+    batch's (sink called, write returned) times."""
+    import pyarrow.parquet as pq
+
     from streamlab.monitor import batch_writer, reference_transitions
 
-    transitions = reference_transitions(spark, connection_string, timeout_seconds=TIMEOUT_S, lab=lab)
-    write = batch_writer(work / "out")
-    (work / "out").mkdir(parents=True, exist_ok=True)
+    transitions = reference_transitions(spark, connection_string, timeout_seconds=TIMEOUT_S, lab=lab,
+                                        source_options=source_options)
+    out = work / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    write = batch_writer(out, writer)
 
     def sink(df, batch_id):
-        df.persist()
+        called = time.time()
         write(df, batch_id)
         visible = time.time()
-        seen.extend((row.machine_name, row.status, row.previous_status, visible)
-                    for row in df.collect())
-        df.unpersist()
+        sink_calls[batch_id] = (called, visible)
+        rows = pq.read_table(out / f"batch_id={batch_id}").to_pylist()
+        seen.extend((r["machine_name"], r["status"], r["previous_status"], visible) for r in rows)
 
     return (transitions.writeStream.foreachBatch(sink)
             .option("checkpointLocation", str(work / "checkpoint"))
             .trigger(processingTime=f"{trigger_ms} milliseconds").start())
 
 
-def _enqueue_times(spark, connection_string: str, work: Path) -> dict[str, list[float]]:
-    """Every heartbeat's enqueue time, per machine, read back through the source."""
+def _events(spark, connection_string: str, work: Path) -> list[tuple]:
+    """Every heartbeat read back through the source: (machine, partition, sequence number,
+    enqueue time, the producer's ``machine_time``), times in epoch seconds."""
     from pyspark.sql import functions as F
 
-    times: dict[str, list[float]] = defaultdict(list)
+    events: list[tuple] = []
 
     def collect(df, batch_id):
-        for row in df.collect():
-            times[row.machine_name].append(row.t)
+        events.extend(tuple(row) for row in df.collect())
 
-    events = (spark.readStream.format("eventhubs").option("connectionString", connection_string)
-              .option("eventHubName", "heartbeats").option("startingPosition", "earliest").load())
-    parsed = events.select(F.col("enqueuedTime").cast("double").alias("t"), "body")
-    query = (parsed.select("t", F.get_json_object(F.col("body").cast("string"), "$.machine_name")
-                           .alias("machine_name"))
+    body = F.col("body").cast("string")
+    read = (spark.readStream.format("eventhubs").option("connectionString", connection_string)
+            .option("eventHubName", "heartbeats").option("startingPosition", "earliest").load())
+    query = (read.select(F.get_json_object(body, "$.machine_name").alias("machine_name"),
+                         "partition", F.col("sequenceNumber").cast("long").alias("sequence"),
+                         F.col("enqueuedTime").cast("double").alias("t"),
+                         F.to_timestamp(F.get_json_object(body, "$.machine_time"))
+                         .cast("double").alias("machine_time"))
              .writeStream.foreachBatch(collect).trigger(availableNow=True)
              .option("checkpointLocation", str(work / "read-back")).start())
     query.awaitTermination()
+    return events
+
+
+def _enqueue_times(events: list[tuple]) -> dict[str, list[float]]:
+    """Every heartbeat's enqueue time, per machine, in order."""
+    times: dict[str, list[float]] = defaultdict(list)
+    for machine, _, _, enqueued, _ in events:
+        times[machine].append(enqueued)
     return {m: sorted(ts) for m, ts in times.items()}
 
 
@@ -114,14 +137,22 @@ def _analyse(seen: list, sent: dict[str, list[float]], warm_from: float) -> dict
             "detection_all_stopped": detection_all}
 
 
-def run(spark, lab, producers: int, trigger_ms: int, cycle_seconds: float) -> dict:
+def run(spark, lab, producers: int, trigger_ms: int, cycle_seconds: float,
+        writer: str | None = None, details: dict | None = None,
+        source_options: dict | None = None) -> dict:
+    """One run of the real path (``source_options`` are extra options of the ``eventhubs``
+    source); ``details``, when given, gets what a breakdown needs: every
+    progress report, the sink's call times per batch and every heartbeat read back."""
     from streamlab.fleet import Fleet
     from streamlab.hub import start_subprocess
+    from streamlab.monitor import DEFAULT_WRITER
 
     work = Path(tempfile.mkdtemp(prefix=f"bench-latency-{trigger_ms}-"))
     seen: list = []
+    sink_calls: dict = {}
     with start_subprocess(data_dir=work / "hub") as hub:
-        query = _monitor(spark, lab, hub.connection_string, trigger_ms, work, seen)
+        query = _monitor(spark, lab, hub.connection_string, trigger_ms, work, seen,
+                         writer or DEFAULT_WRITER, sink_calls, source_options)
         while not query.recentProgress:
             time.sleep(0.1)
         with Fleet(hub.connection_string, name_format="machine-{n:03d}") as fleet:
@@ -159,9 +190,13 @@ def run(spark, lab, producers: int, trigger_ms: int, cycle_seconds: float) -> di
             while time.time() < stopped + TIMEOUT_S + 8:
                 time.sleep(0.2)
         query.stop()
-        durations = [p["durationMs"]["triggerExecution"] for p in query.recentProgress
-                     if p["numInputRows"]]
-        sent = _enqueue_times(spark, hub.connection_string, work)
+        progress = list(query.recentProgress)
+        durations = [p["durationMs"]["triggerExecution"] for p in progress if p["numInputRows"]]
+        events = _events(spark, hub.connection_string, work)
+    sent = _enqueue_times(events)
+    if details is not None:
+        details.update(progress=progress, sink_calls=sink_calls, events=events,
+                       warm_from=warm_from, stopped=stopped)
     figures = _analyse(seen, sent, warm_from)
     stuck = [n for n in names if not any(s[0] == n and s[1] == "Unhealthy" and
                                          s[3] > stopped for s in seen)]
@@ -183,9 +218,9 @@ def main() -> None:
     parser.add_argument("--triggers", type=int, nargs="+", default=[500, 250])
     parser.add_argument("--cycle-seconds", type=float, default=50)
     args = parser.parse_args()
-    from streamlab.monitor import reference_solution
+    from streamlab.monitor import SESSION_CONF, reference_solution
 
-    spark = bench.spark()
+    spark = bench.spark(SESSION_CONF)  # the reference monitor's own session settings
     lab = reference_solution()
     runs = []
     for trigger_ms in args.triggers:

@@ -135,11 +135,46 @@ def publish(source: Path = RESULTS_DIR, target: Path = PUBLISHED_DIR) -> list[Pa
     return copied
 
 
+# -- micro-batch breakdown -------------------------------------------------------------------------
+
+#: The parts of a micro-batch's ``durationMs``, in the order Spark runs them.
+BATCH_PARTS = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch",
+               "commitOffsets")
+
+
+def batch_parts(progress: dict) -> dict[str, float]:
+    """A progress report's ``triggerExecution`` split into its parts, in milliseconds.
+
+    The parts are :data:`BATCH_PARTS` (0 when a report lacks one), any other timed step the
+    report names, and ``other``: what ``triggerExecution`` holds beyond them all (never below 0).
+    """
+    durations = dict(progress.get("durationMs") or {})
+    total = float(durations.pop("triggerExecution", 0))
+    parts = {name: float(durations.pop(name, 0)) for name in BATCH_PARTS}
+    parts.update({name: float(value) for name, value in sorted(durations.items())})
+    parts["other"] = max(0.0, total - sum(parts.values()))
+    return parts
+
+
+def state_times(progress: dict) -> dict[str, float]:
+    """A progress report's state store times (``commitTimeMs``, ``allUpdatesTimeMs``,
+    ``allRemovalsTimeMs``), summed over its stateful operators, in milliseconds.
+
+    Each is a sum over the operator's tasks, which may run at once: a part of ``addBatch``'s
+    work, not of its wall time.
+    """
+    names = ("commitTimeMs", "allUpdatesTimeMs", "allRemovalsTimeMs")
+    operators = progress.get("stateOperators") or []
+    return {name: float(sum(op.get(name, 0) or 0 for op in operators)) for name in names}
+
+
 # -- charts -------------------------------------------------------------------------------------
 
 #: Average advance of a sans-serif glyph, in ems: generous, so text fits in any common font.
 _EM_PER_CHAR = 0.62
 _PALETTE = ["#3f51b5", "#009688", "#ff9800", "#9c27b0", "#607d8b", "#e91e63"]
+#: Colours of a stacked chart's parts: more of them, neighbours far apart.
+_STACK_PALETTE = _PALETTE + ["#8bc34a", "#795548", "#00bcd4", "#ffc107", "#f44336", "#9e9e9e"]
 _WIDTH, _FONT, _PAD = 720, 13, 12
 #: Widest a bar's label may be before it wraps onto a second line, in pixels.
 _LABEL_MAX = 260
@@ -228,6 +263,81 @@ def bar_chart_svg(title: str, bars: list[tuple[str, float]], unit: str, *,
     return "\n".join(parts) + "\n"
 
 
+def stacked_bar_chart_svg(title: str, bars: list[tuple[str, list[tuple[str, float]]]],
+                          unit: str, *, reference: tuple[str, float] | None = None,
+                          note: str = "") -> str:
+    """A horizontal stacked bar chart as SVG text: one bar per label, one segment per part.
+
+    ``bars`` is ``[(label, [(part, value), ...]), ...]``; a part has the same colour in every
+    bar, and a legend under the bars names the colours. Each bar ends with its total. Like
+    :func:`bar_chart_svg`, every text stays inside the picture.
+    """
+    names: list[str] = []
+    for _, segments in bars:
+        names += [name for name, _ in segments if name not in names]
+    colours = {name: _STACK_PALETTE[i % len(_STACK_PALETTE)] for i, name in enumerate(names)}
+    labels = [_wrap(label, _FONT, _LABEL_MAX) for label, _ in bars]
+    totals = [sum(value for _, value in segments) for _, segments in bars]
+    values = [f"{_number(total)} {unit}" for total in totals]
+    left = _PAD + max([text_width(line, _FONT) for lines in labels for line in lines] + [40]) + 10
+    right = max([text_width(v, _FONT) for v in values] + [40]) + 6 + _PAD
+    ref_text = text_width(reference[0], _FONT) if reference else 0
+    width = max(_WIDTH, left + right + 200, left + ref_text + _PAD)
+    title_lines = _wrap(title, 16, width - 2 * _PAD)
+    note_lines = _wrap(note, 12, width - 2 * _PAD) if note else []
+    line_h, bar_gap = 16, 12
+    heights = [max(26, 10 + line_h * len(lines)) for lines in labels]
+    top = 26 + 20 * (len(title_lines) - 1) + 26 + (8 if reference else 0)
+    plot = width - left - right
+    scale = plot / max(totals + ([reference[1]] if reference else []) + [1e-9])
+    bottom = top + sum(heights) + bar_gap * len(bars) - bar_gap
+    # The legend: swatch and name, as many to a row as fit.
+    legend, x, y = [], _PAD, bottom + 24
+    for name in names:
+        item = 14 + 6 + text_width(name, _FONT) + 18
+        if x > _PAD and x + item > width - _PAD:
+            x, y = _PAD, y + 20
+        legend.append(f'<rect x="{x:.1f}" y="{y - 11:.1f}" width="14" height="14" '
+                      f'fill="{colours[name]}"/>')
+        legend.append(_text(x + 20, y, [name], _FONT, line_h))
+        x += item
+    legend_bottom = y + 8 if names else bottom
+    height = legend_bottom + (10 + 16 * len(note_lines) + 12 if note_lines else 18)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif" font-size="{_FONT}" '
+        'data-chart="stacked">',
+        f'<rect width="{width:.0f}" height="{height:.0f}" fill="white"/>',
+        _text(_PAD, 26, title_lines, 16, 20, font_weight="bold"),
+    ]
+    y = top
+    for (_, segments), lines, text, bar_h in zip(bars, labels, values, heights):
+        middle = y + bar_h / 2
+        first = middle + 4.5 - line_h * (len(lines) - 1) / 2
+        parts.append(_text(left - 10, first, lines, _FONT, line_h, text_anchor="end"))
+        x = left
+        for name, value in segments:
+            w = value * scale
+            parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{bar_h}" '
+                         f'fill="{colours[name]}"><title>{escape(name)}: {_number(value)} '
+                         f'{escape(unit)}</title></rect>')
+            x += w
+        parts.append(_text(x + 6, middle + 4.5, [text], _FONT, line_h))
+        y += bar_h + bar_gap
+    if reference:
+        x = left + reference[1] * scale
+        anchor_x = min(max(x, left + ref_text / 2), width - _PAD - ref_text / 2)
+        parts.append(f'<line x1="{x:.1f}" y1="{top - 8}" x2="{x:.1f}" y2="{bottom + 4}" '
+                     'stroke="#d32f2f" stroke-width="2" stroke-dasharray="6,4"/>')
+        parts.append(_text(anchor_x, top - 12, [reference[0]], _FONT, line_h,
+                           fill="#d32f2f", text_anchor="middle"))
+    parts += legend
+    if note_lines:
+        parts.append(_text(_PAD, legend_bottom + 10 + 16, note_lines, 12, 16, fill="#555"))
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
 def chart_data(svg: str) -> dict:
     """The title, bars, unit, reference and note of a chart this module (or its earlier
     drawing code, which wrote the same elements) drew: what :func:`redraw` needs."""
@@ -263,11 +373,16 @@ def chart_data(svg: str) -> dict:
 
 
 def redraw(folder: Path = PUBLISHED_DIR) -> list[Path]:
-    """Draw every published chart again from its own figures (no benchmark runs)."""
+    """Draw every published bar chart again from its own figures (no benchmark runs).
+
+    Stacked charts are left as they are: their figures are in their result's JSON.
+    """
     redrawn = []
     for result in load(folder):
         for chart in result.get("charts", []):
             path = folder / chart
+            if 'data-chart="stacked"' in path.read_text():
+                continue
             data = chart_data(path.read_text())
             path.write_text(bar_chart_svg(data["title"], data["bars"], data["unit"],
                                           reference=data["reference"], note=data["note"]))

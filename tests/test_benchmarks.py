@@ -104,3 +104,68 @@ def test_every_benchmark_is_published_for_the_site():
         assert result["machine"]["cores"] and result["targets"], result["name"]
         for chart in result["charts"]:
             assert (benchmarks.PUBLISHED_DIR / chart).exists(), chart
+
+
+def test_a_batch_splits_into_the_parts_of_its_progress_report():
+    progress = {"durationMs": {"triggerExecution": 500, "latestOffset": 40, "getBatch": 1,
+                               "queryPlanning": 30, "walCommit": 20, "addBatch": 350,
+                               "commitOffsets": 25},
+                "stateOperators": [{"commitTimeMs": 60, "allUpdatesTimeMs": 12,
+                                    "allRemovalsTimeMs": 0},
+                                   {"commitTimeMs": 5, "allUpdatesTimeMs": 3}]}
+    parts = benchmarks.batch_parts(progress)
+    assert list(parts) == [*benchmarks.BATCH_PARTS, "other"]
+    assert parts["addBatch"] == 350 and parts["other"] == 34
+    assert sum(parts.values()) == 500
+    assert benchmarks.state_times(progress) == {"commitTimeMs": 65, "allUpdatesTimeMs": 15,
+                                                "allRemovalsTimeMs": 0}
+
+
+def test_a_batch_part_the_report_lacks_is_zero_and_an_unknown_one_is_kept():
+    # A no-data batch has no getBatch or queryPlanning; overlapping parts never make other < 0.
+    parts = benchmarks.batch_parts({"durationMs": {"triggerExecution": 10, "latestOffset": 8,
+                                                   "commitBatch": 7}})
+    assert parts["getBatch"] == 0 and parts["commitBatch"] == 7 and parts["other"] == 0
+    assert benchmarks.state_times({"durationMs": {}}) == {
+        "commitTimeMs": 0, "allUpdatesTimeMs": 0, "allRemovalsTimeMs": 0}
+
+
+def test_a_stacked_chart_draws_each_part_in_one_colour_and_names_it_once():
+    svg = benchmarks.stacked_bar_chart_svg(
+        "Where a batch's milliseconds go",
+        [("before: trigger 500 ms, two shuffle partitions, parquet sink",
+          [("latestOffset", 40.0), ("addBatch", 350.0), ("other", 10.0)]),
+         ("after", [("latestOffset", 20.0), ("addBatch", 150.0), ("other", 10.0)])],
+        "ms", reference=("target 500 ms", 500), note="medians of every batch")
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    segments = [r for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None]
+    assert [r.find(f"{ns}title").text for r in segments] == [
+        "latestOffset: 40.0 ms", "addBatch: 350 ms", "other: 10.0 ms",
+        "latestOffset: 20.0 ms", "addBatch: 150 ms", "other: 10.0 ms"]
+    colour = {r.find(f"{ns}title").text.split(":")[0]: set() for r in segments}
+    for r in segments:
+        colour[r.find(f"{ns}title").text.split(":")[0]].add(r.get("fill"))
+    assert all(len(c) == 1 for c in colour.values()) and len(set.union(*colour.values())) == 3
+    texts = [" ".join(" ".join(t.itertext()).split()) for t in root.iter(f"{ns}text")]
+    assert "400 ms" in texts and "180 ms" in texts
+    assert [t for t in texts if t in ("latestOffset", "addBatch", "other")] == [
+        "latestOffset", "addBatch", "other"]
+    # Widths follow the values: the first bar's addBatch is 350/40 of its latestOffset.
+    widths = [float(r.get("width")) for r in segments]
+    assert widths[1] / widths[0] == pytest.approx(350 / 40, rel=0.01)
+    # Legend and note sit inside the picture.
+    height = float(root.get("height"))
+    assert all(float(t.get("y")) < height for t in root.iter(f"{ns}text"))
+
+
+def test_redrawing_the_published_charts_leaves_a_stacked_chart_alone(tmp_path):
+    stacked = benchmarks.stacked_bar_chart_svg("parts", [("one", [("a", 1.0), ("b", 2.0)])], "ms")
+    bars = benchmarks.bar_chart_svg("bars", [("one", 3.0)], "ms")
+    _write(tmp_path, _result("x", _target("p50", 1, "<= 500", True), charts=("s.svg", "b.svg")))
+    (tmp_path / "s.svg").write_text(stacked)
+    (tmp_path / "b.svg").write_text(bars)
+    assert benchmarks.redraw(tmp_path) == [tmp_path / "b.svg"]
+    assert (tmp_path / "s.svg").read_text() == stacked

@@ -11,7 +11,8 @@ from eventhub_clients import Receiver, send
 
 from streamlab.eventhubs import SCHEMA, SYSTEM_SCHEMA, EventHubsOptionError
 from streamlab.eventhubs.options import endpoint, parse_options
-from streamlab.eventhubs.receivers import ReceiveTimeout
+from streamlab.eventhubs.receivers import (RECEIVE_LOG, SOCKET_TIMEOUT_ENV, SOCKET_TIMEOUT_S,
+                                           Receivers, ReceiveTimeout)
 from streamlab.eventhubs.source import EventHubsStreamReader, RangePartition, apply_limit
 from streamlab.hub import partition_for_key
 
@@ -235,6 +236,48 @@ def test_on_executors_a_partition_is_a_range_its_task_reads_with_a_receiver_of_i
     with pytest.raises(ReceiveTimeout, match=r"partition 0 has events up to 9, needs up to 11.*"
                                              r"Is the hub running\?"):
         list(task.read(RangePartition("0", 8, 12, None)))
+
+
+def test_the_receive_log_stamps_each_event_when_the_receiver_gets_it(hub, tmp_path, monkeypatch):
+    import time
+
+    log = tmp_path / "received.log"
+    monkeypatch.setenv(RECEIVE_LOG, str(log))
+    sent_after = time.time()
+    send(hub.connection_string, [f"e{i}" for i in range(5)], partition_id="1")
+    receivers = Receivers(parse_options({"connectionString": hub.connection_string,
+                                         "eventHubName": "heartbeats"}))
+    try:
+        receivers.ensure({"1": 0})
+        rows = receivers.take("1", 0, 5, 10)
+        taken = time.time()
+    finally:
+        receivers.close()
+    lines = [line.split() for line in log.read_text().splitlines()]
+    assert [(p, int(s)) for p, s, _, _ in lines] == [("1", r[3]) for r in rows] == [
+        ("1", i) for i in range(5)]
+    for (_, _, enqueued, received), row in zip(lines, rows):
+        assert float(enqueued) == pytest.approx(row[4].timestamp(), abs=1e-3)
+        assert sent_after - 1 <= float(enqueued) <= float(received) <= taken
+
+
+def test_without_the_receive_log_nothing_is_written(hub, tmp_path, monkeypatch):
+    monkeypatch.delenv(RECEIVE_LOG, raising=False)
+    monkeypatch.delenv(SOCKET_TIMEOUT_ENV, raising=False)
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    send(hub.connection_string, ["e0"], partition_id="1")
+    receivers = Receivers(parse_options({"connectionString": hub.connection_string,
+                                         "eventHubName": "heartbeats"}))
+    try:
+        receivers.ensure({"1": 0})
+        assert len(receivers.take("1", 0, 1, 10)) == 1
+        # The SDK hands events over only after its socket read times out: not its 0.2 s.
+        assert receivers._partitions["1"].client._config.socket_timeout == SOCKET_TIMEOUT_S <= 0.02
+    finally:
+        receivers.close()
+    assert list(here.iterdir()) == []
 
 
 def test_on_executors_available_now_reads_what_the_driver_mode_reads_exactly_once(spark, hub,

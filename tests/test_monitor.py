@@ -144,3 +144,37 @@ def test_a_restart_after_downtime_reports_exactly_what_happened(tmp_path, down_s
         before, after, stopped, killed_at = run_through_downtime(
             hub.connection_string, fleet, tmp_path, down_s)
     check_transitions(before, after, stopped, killed_at)
+
+
+def test_each_writer_writes_the_same_rows_and_a_retried_batch_replaces_the_first_attempt(
+        spark, tmp_path):
+    import datetime as dt
+
+    from streamlab.monitor import WRITERS, batch_writer
+
+    changed = dt.datetime(2026, 11, 24, 6, 0, 0, 123456)
+    rows = [(f"m{i}", "Healthy", "Initializing", changed + dt.timedelta(seconds=i),
+             changed + dt.timedelta(seconds=i, milliseconds=800)) for i in range(3)]
+    df = spark.createDataFrame(rows, "machine_name string, status string, previous_status string,"
+                                     " last_status_change_time timestamp, noticed_time timestamp")
+    written = {}
+    for writer in WRITERS:
+        out = tmp_path / writer
+        out.mkdir()
+        write = batch_writer(out, writer)
+        write(df, 0)
+        write(df.limit(0), 1)  # a batch without transitions
+        write(df, 2)
+        write(df.where("machine_name = 'm1'"), 2)  # the retry of batch 2 replaces it
+        written[writer] = read_transitions(out)
+        assert sorted(p.name for p in out.iterdir()) == ["batch_id=0", "batch_id=1", "batch_id=2"]
+        # Spark reads the folder too, with the timestamps it wrote.
+        assert sorted(spark.read.parquet(str(out)).where("batch_id = 0").drop("batch_id").collect()) == sorted(
+            df.collect())
+    assert written["arrow"] == written["spark"]
+    assert [(r["batch_id"], r["machine_name"]) for r in written["arrow"]] == [
+        (0, "m0"), (0, "m1"), (0, "m2"), (2, "m1")]
+    assert written["arrow"][0]["last_status_change_time"].timestamp() == changed.replace(
+        tzinfo=dt.timezone.utc).timestamp()
+    with pytest.raises(ValueError, match="writer must be one of spark, arrow, not 'csv'"):
+        batch_writer(tmp_path, "csv")
