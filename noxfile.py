@@ -146,10 +146,10 @@ def serve(session: nox.Session) -> None:
     run(session, "python", "-m", "mkdocs", "serve", *session.posargs, env=env)
 
 
-#: Every benchmark, in the order `nox -s bench` runs them (about 45 minutes on 2 cores).
+#: Every benchmark, in the order `nox -s bench` runs them (about an hour on 2 cores).
 BENCHMARKS = ["hub_throughput", "eventhubs_ingest", "latency", "state_calls", "state_machine",
               "fleet_capacity", "state_store", "restart_recovery", "learner_loop", "delta_sink",
-              "batch_breakdown", "cluster_ingest"]
+              "batch_breakdown", "batch_floor", "cluster_ingest"]
 
 
 @nox.session

@@ -23,74 +23,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as bench  # noqa: E402
+from eventhubs_ingest import latency, read_all  # noqa: E402  (the single-machine method)
 
 from streamlab.cluster import LocalCluster  # noqa: E402
-from streamlab.fleet import Fleet  # noqa: E402
 from streamlab.hub import Hub  # noqa: E402
 
 MODES = ("driver", "executors")
-
-
-def _reader(spark, connection_string: str, receive_on: str, starting: str):
-    return (spark.readStream.format("eventhubs").option("connectionString", connection_string)
-            .option("eventHubName", "heartbeats").option("startingPosition", starting)
-            .option("receiveOn", receive_on))
-
-
-def _read_all(spark, connection_string: str, receive_on: str, count: int,
-              limit: int | None) -> dict:
-    reader = _reader(spark, connection_string, receive_on, "earliest")
-    if limit:
-        reader = reader.option("maxEventsPerTrigger", limit)
-    start = time.perf_counter()
-    query = (reader.load().writeStream.format("noop")
-             .option("checkpointLocation", tempfile.mkdtemp()).trigger(availableNow=True).start())
-    query.awaitTermination()
-    seconds = time.perf_counter() - start
-    rows = sum(p["numInputRows"] for p in query.recentProgress)
-    assert rows == count, f"read {rows} of {count} events"
-    batches = [p for p in query.recentProgress if p["numInputRows"]]
-    return {"maxEventsPerTrigger": limit, "events": rows, "seconds": round(seconds, 2),
-            "events_per_second": round(rows / seconds), "batches": len(batches),
-            "batch_duration_ms": {"median": round(bench.median(
-                [p["durationMs"]["triggerExecution"] for p in batches]))}}
-
-
-def _latency(spark, connection_string: str, receive_on: str, producers: int,
-             seconds: float) -> dict:
-    from pyspark.sql import functions as F
-
-    events = _reader(spark, connection_string, receive_on, "latest").load()
-    delays: list[float] = []
-
-    def measure(df, batch_id):
-        stamps = df.select(F.col("enqueuedTime").cast("double").alias("t")).collect()
-        done = time.time()
-        delays.extend(done - row.t for row in stamps)
-
-    query = (events.writeStream.foreachBatch(measure).trigger(processingTime="500 milliseconds")
-             .option("checkpointLocation", tempfile.mkdtemp()).start())
-    while not query.recentProgress:  # the first batch starts the Python workers
-        time.sleep(0.2)
-    with Fleet(connection_string) as fleet:
-        for _ in range(producers):
-            fleet.add()
-        time.sleep(seconds)
-    query.stop()
-    durations = [p["durationMs"]["triggerExecution"] for p in query.recentProgress
-                 if p["numInputRows"]]
-    steady = delays[len(delays) // 5:]  # skip the warm-up
-    return {"producers": producers, "seconds": seconds, "events": len(delays),
-            "enqueue_to_batch_end_ms": bench.spread(steady, scale=1000),
-            "batch_duration_ms": {"median": round(bench.median(durations)),
-                                  "max": max(durations, default=None)}}
 
 
 def worker(job: dict) -> dict:
@@ -100,11 +43,12 @@ def worker(job: dict) -> dict:
     bench.quiet()
     spark = spark_session(job["master"], app_name=f"streamlab-bench-{job['receive_on']}")
     mode = job["receive_on"]
-    reads = [_read_all(spark, job["filled_hub"], mode, job["events"], None),
-             _read_all(spark, job["filled_hub"], mode, job["events"], job["events"] // 5)]
-    latency = _latency(spark, job["live_hub"], mode, job["producers"], job["seconds"])
+    options = {"receiveOn": mode}
+    reads = [read_all(spark, job["filled_hub"], job["events"], None, options),
+             read_all(spark, job["filled_hub"], job["events"], job["events"] // 5, options)]
+    live = latency(spark, job["live_hub"], job["producers"], job["seconds"], options)
     spark.stop()
-    return {"read": reads, "latency": latency}
+    return {"read": reads, "latency": live}
 
 
 def _label(master: str) -> str:

@@ -25,8 +25,9 @@ RESULTS_DIR = BUILD_DIR / "bench"
 PUBLISHED_DIR = REPO_ROOT / "site" / "benchmarks"
 
 #: The order results are shown in: the issue's seven measurements, then the emulator's own.
-ORDER = ["latency", "state_machine", "state_calls", "fleet_capacity", "state_providers",
-         "changelog", "restart_recovery", "learner_loop", "hub_throughput", "eventhubs_ingest"]
+ORDER = ["latency", "batch_breakdown", "batch_floor", "state_machine", "state_calls",
+         "fleet_capacity", "state_providers", "changelog", "restart_recovery", "learner_loop",
+         "hub_throughput", "eventhubs_ingest", "cluster_ingest", "delta_sink"]
 
 
 class BenchmarkError(ValueError):
@@ -211,6 +212,42 @@ def _text(x: float, y: float, lines: list[str], size: float, step: float, **attr
     return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}"{extra}>{spans}</text>'
 
 
+class _Frame:
+    """Where a horizontal bar chart's parts go: labels wrapped on the left, each bar's value
+    (or total) after it, the title above, the note below; the picture grows to fit them."""
+
+    line_h, bar_gap = 16, 12
+
+    def __init__(self, title: str, labels: list[str], totals: list[float], unit: str,
+                 reference: tuple[str, float] | None, note: str) -> None:
+        self.labels = [_wrap(label, _FONT, _LABEL_MAX) for label in labels]
+        self.values = [f"{_number(total)} {unit}" for total in totals]
+        self.left = _PAD + max([text_width(line, _FONT) for lines in self.labels
+                                for line in lines] + [40]) + 10
+        right = max([text_width(v, _FONT) for v in self.values] + [40]) + 6 + _PAD
+        self.reference = reference
+        self.ref_text = text_width(reference[0], _FONT) if reference else 0
+        self.width = max(_WIDTH, self.left + right + 200, self.left + self.ref_text + _PAD)
+        self.title_lines = _wrap(title, 16, self.width - 2 * _PAD)
+        self.note_lines = _wrap(note, 12, self.width - 2 * _PAD) if note else []
+        self.heights = [max(26, 10 + self.line_h * len(lines)) for lines in self.labels]
+        self.top = 26 + 20 * (len(self.title_lines) - 1) + 26 + (8 if reference else 0)
+        plot = self.width - self.left - right
+        self.scale = plot / max(list(totals) + ([reference[1]] if reference else []) + [1e-9])
+        self.bottom = (self.top + sum(self.heights) + self.bar_gap * len(labels) - self.bar_gap)
+
+    def reference_line(self) -> list[str]:
+        """The dashed vertical line of the reference and its label, if there is one."""
+        if not self.reference:
+            return []
+        x = self.left + self.reference[1] * self.scale
+        anchor_x = min(max(x, self.left + self.ref_text / 2), self.width - _PAD - self.ref_text / 2)
+        return [f'<line x1="{x:.1f}" y1="{self.top - 8}" x2="{x:.1f}" y2="{self.bottom + 4}" '
+                'stroke="#d32f2f" stroke-width="2" stroke-dasharray="6,4"/>',
+                _text(anchor_x, self.top - 12, [self.reference[0]], _FONT, self.line_h,
+                      fill="#d32f2f", text_anchor="middle")]
+
+
 def bar_chart_svg(title: str, bars: list[tuple[str, float]], unit: str, *,
                   reference: tuple[str, float] | None = None, note: str = "") -> str:
     """A horizontal bar chart as SVG text, every label inside the picture.
@@ -218,21 +255,11 @@ def bar_chart_svg(title: str, bars: list[tuple[str, float]], unit: str, *,
     ``reference`` draws a dashed vertical line (a target, or a ceiling) with its label. Long
     labels, titles and notes wrap between words; the picture grows to fit them, never clips.
     """
-    labels = [_wrap(label, _FONT, _LABEL_MAX) for label, _ in bars]
-    values = [f"{_number(value)} {unit}" for _, value in bars]
-    left = _PAD + max([text_width(line, _FONT) for lines in labels for line in lines] + [40]) + 10
-    right = max([text_width(v, _FONT) for v in values] + [40]) + 6 + _PAD
-    ref_text = text_width(reference[0], _FONT) if reference else 0
-    width = max(_WIDTH, left + right + 200, left + ref_text + _PAD)
-    title_lines = _wrap(title, 16, width - 2 * _PAD)
-    note_lines = _wrap(note, 12, width - 2 * _PAD) if note else []
-    line_h, bar_gap = 16, 12
-    heights = [max(26, 10 + line_h * len(lines)) for lines in labels]
-    top = 26 + 20 * (len(title_lines) - 1) + 26 + (8 if reference else 0)
-    plot = width - left - right
-    top_value = max([v for _, v in bars] + ([reference[1]] if reference else []) + [1e-9])
-    scale = plot / top_value
-    bottom = top + sum(heights) + bar_gap * len(bars) - bar_gap
+    f = _Frame(title, [label for label, _ in bars], [value for _, value in bars], unit,
+               reference, note)
+    labels, values, heights, line_h, bar_gap = f.labels, f.values, f.heights, f.line_h, f.bar_gap
+    left, width, top, scale, bottom = f.left, f.width, f.top, f.scale, f.bottom
+    title_lines, note_lines = f.title_lines, f.note_lines
     height = bottom + (10 + 16 * len(note_lines) + 12 if note_lines else 26)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
@@ -250,13 +277,7 @@ def bar_chart_svg(title: str, bars: list[tuple[str, float]], unit: str, *,
                      f'fill="{_PALETTE[i % len(_PALETTE)]}"/>')
         parts.append(_text(left + w + 6, middle + 4.5, [text], _FONT, line_h))
         y += bar_h + bar_gap
-    if reference:
-        x = left + reference[1] * scale
-        anchor_x = min(max(x, left + ref_text / 2), width - _PAD - ref_text / 2)
-        parts.append(f'<line x1="{x:.1f}" y1="{top - 8}" x2="{x:.1f}" y2="{bottom + 4}" '
-                     'stroke="#d32f2f" stroke-width="2" stroke-dasharray="6,4"/>')
-        parts.append(_text(anchor_x, top - 12, [reference[0]], _FONT, line_h,
-                           fill="#d32f2f", text_anchor="middle"))
+    parts += f.reference_line()
     if note_lines:
         parts.append(_text(_PAD, bottom + 10 + 16, note_lines, 12, 16, fill="#555"))
     parts.append("</svg>")
@@ -276,21 +297,11 @@ def stacked_bar_chart_svg(title: str, bars: list[tuple[str, list[tuple[str, floa
     for _, segments in bars:
         names += [name for name, _ in segments if name not in names]
     colours = {name: _STACK_PALETTE[i % len(_STACK_PALETTE)] for i, name in enumerate(names)}
-    labels = [_wrap(label, _FONT, _LABEL_MAX) for label, _ in bars]
-    totals = [sum(value for _, value in segments) for _, segments in bars]
-    values = [f"{_number(total)} {unit}" for total in totals]
-    left = _PAD + max([text_width(line, _FONT) for lines in labels for line in lines] + [40]) + 10
-    right = max([text_width(v, _FONT) for v in values] + [40]) + 6 + _PAD
-    ref_text = text_width(reference[0], _FONT) if reference else 0
-    width = max(_WIDTH, left + right + 200, left + ref_text + _PAD)
-    title_lines = _wrap(title, 16, width - 2 * _PAD)
-    note_lines = _wrap(note, 12, width - 2 * _PAD) if note else []
-    line_h, bar_gap = 16, 12
-    heights = [max(26, 10 + line_h * len(lines)) for lines in labels]
-    top = 26 + 20 * (len(title_lines) - 1) + 26 + (8 if reference else 0)
-    plot = width - left - right
-    scale = plot / max(totals + ([reference[1]] if reference else []) + [1e-9])
-    bottom = top + sum(heights) + bar_gap * len(bars) - bar_gap
+    f = _Frame(title, [label for label, _ in bars],
+               [sum(value for _, value in segments) for _, segments in bars], unit, reference, note)
+    labels, values, heights, line_h, bar_gap = f.labels, f.values, f.heights, f.line_h, f.bar_gap
+    left, width, top, scale, bottom = f.left, f.width, f.top, f.scale, f.bottom
+    title_lines, note_lines = f.title_lines, f.note_lines
     # The legend: swatch and name, as many to a row as fit.
     legend, x, y = [], _PAD, bottom + 24
     for name in names:
@@ -324,13 +335,7 @@ def stacked_bar_chart_svg(title: str, bars: list[tuple[str, list[tuple[str, floa
             x += w
         parts.append(_text(x + 6, middle + 4.5, [text], _FONT, line_h))
         y += bar_h + bar_gap
-    if reference:
-        x = left + reference[1] * scale
-        anchor_x = min(max(x, left + ref_text / 2), width - _PAD - ref_text / 2)
-        parts.append(f'<line x1="{x:.1f}" y1="{top - 8}" x2="{x:.1f}" y2="{bottom + 4}" '
-                     'stroke="#d32f2f" stroke-width="2" stroke-dasharray="6,4"/>')
-        parts.append(_text(anchor_x, top - 12, [reference[0]], _FONT, line_h,
-                           fill="#d32f2f", text_anchor="middle"))
+    parts += f.reference_line()
     parts += legend
     if note_lines:
         parts.append(_text(_PAD, legend_bottom + 10 + 16, note_lines, 12, 16, fill="#555"))
