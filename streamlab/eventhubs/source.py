@@ -11,11 +11,13 @@ Where the events are received is the option ``receiveOn``:
   tasks inside its input partitions: no connection per batch, and a batch is planned from what
   has arrived. Every event passes through the driver. It is the default because on one
   machine a connection per task per batch costs more than shipping the events saves.
-- ``executors``: the driver asks the hub for every partition's end (one management call per
-  trigger) and plans each input partition as one hub partition's range of sequence numbers;
-  the task opens a receiver of its own at the range's first event, reads to its last, and
-  closes it. Events never pass through the driver: on a cluster the ingest rate grows with
-  the executors, at the price of a connection per partition per batch.
+- ``executors``: the driver asks the hub for every partition's end (one round of management
+  calls per trigger) and plans each input partition as one hub partition's range of sequence
+  numbers; the task reads it with its Python worker's receiver for that partition, opened at
+  the range's first event unless the worker already has one positioned there (it keeps its
+  receivers between tasks: see ``receivers.read_range``). Events never pass through the
+  driver: on a cluster the ingest rate grows with the executors, at the price of those
+  management calls every batch.
 
 Either way the ranges are in the checkpoint's offsets, so a restart reads the same events.
 With ``receiveOn=driver``, a batch of at most ``eventsPerTask`` events (10,000 unless set; 0
