@@ -87,6 +87,17 @@ def test_a_receiver_nobody_reads_from_is_closed(hub, task, partition_links):
     assert partition_links == ["0", "0"]
 
 
+def test_a_receiver_being_read_is_not_idle(hub, task, partition_links):
+    send(hub.connection_string, [f"e{i}" for i in range(5)], partition_id="0")
+    assert _read(task, 0, 3) == _events(0, 3)
+    reading = task.read(pickle.loads(pickle.dumps(RangePartition("0", 3, 6, None))))
+    first = next(reading)  # a read has begun long after the last one ended, its end to come
+    receivers_module.close_idle_receivers(idle_for=0.0)
+    send(hub.connection_string, ["e5"], partition_id="0")
+    assert [(r[1], r[3], r[0]) for r in [first, *reading]] == _events(3, 6)
+    assert partition_links == ["0"]
+
+
 def test_a_failed_range_closes_its_receiver(hub, task):
     send(hub.connection_string, [f"e{i}" for i in range(4)], partition_id="0")
     with pytest.raises(receivers_module.ReceiveTimeout, match="needs up to 5"):

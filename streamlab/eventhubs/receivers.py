@@ -341,7 +341,7 @@ def read_range(options: EventHubsOptions, partition_id: str, first: int,
     that nobody reads from for :data:`KEEP_OPEN_S` seconds is closed.
     """
     key = (options.connection_string, options.eventhub, options.consumer_group)
-    receivers = _kept_receivers(key, options)
+    receivers = _kept_receivers(key, options, partition_id)
     try:
         receivers.reuse_or_restart(partition_id, first)
         yield from receivers.drain(partition_id, last, options.timeout_seconds)
@@ -361,16 +361,19 @@ def kept_partitions() -> set[str]:
 
 
 def close_idle_receivers(idle_for: float = KEEP_OPEN_S) -> None:
-    """Close every kept receiver nobody has read from for ``idle_for`` seconds."""
+    """Close every kept receiver nobody has read from for ``idle_for`` seconds.
+
+    A receiver being read is never idle (its read took it out of the table), and the closing
+    holds the table's lock, so a read that starts meanwhile waits and then finds it closed.
+    """
     now = time.monotonic()
     with _kept_lock:
         idle = [(key, partition) for (key, partition), at in _last_read.items()
                 if now - at >= idle_for]
-        for entry in idle:
-            del _last_read[entry]
-        receivers = [(_kept[key], partition) for key, partition in idle if key in _kept]
-    for kept, partition in receivers:
-        kept.close_partition(partition)
+        for key, partition in idle:
+            del _last_read[(key, partition)]
+            if key in _kept:
+                _kept[key].close_partition(partition)
 
 
 def close_kept_receivers() -> None:
@@ -383,9 +386,12 @@ def close_kept_receivers() -> None:
         receivers.close()
 
 
-def _kept_receivers(key: tuple[str, str, str], options: EventHubsOptions) -> Receivers:
+def _kept_receivers(key: tuple[str, str, str], options: EventHubsOptions,
+                    partition_id: str) -> Receivers:
+    """This process's receivers of the hub ``key``, with ``partition_id`` marked as being read."""
     global _reaper
     with _kept_lock:
+        _last_read.pop((key, partition_id), None)  # being read: not idle until the read ends
         receivers = _kept.get(key)
         if receivers is None:
             receivers = _kept[key] = Receivers(options)
