@@ -66,7 +66,7 @@ def run(session: nox.Session, *args: str, env: dict[str, str], **kwargs) -> None
 def lab(session: nox.Session) -> None:
     """Start JupyterLab on the labs (Ctrl-C stops it)."""
     env = course_env(session)
-    run(session, "python", "-m", "streamlab.launch", *session.posargs, env=env)
+    run(session, "python", "-m", "streamlab.lab_launcher", *session.posargs, env=env)
 
 
 @nox.session
@@ -99,8 +99,11 @@ def check(session: nox.Session) -> None:
     # and its exit status is the session's.
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(str(BIN / "python"), [str(BIN / "python"), "-m", "streamlab.grading",
-                                    *session.posargs], {**os.environ, **env})
+    os.execve(
+        str(BIN / "python"),
+        [str(BIN / "python"), "-m", "streamlab.grading", *session.posargs],
+        {**os.environ, **env},
+    )
 
 
 @nox.session
@@ -125,9 +128,26 @@ def author(session: nox.Session) -> None:
 
 
 @nox.session
-def test(session: nox.Session) -> None:
-    """Everything CI runs: freshness of labs/, the package's tests, the self-test, the site."""
+def lint(session: nox.Session) -> None:
+    """Ruff's lint and format checks; `nox -s lint -- fix` applies both."""
     env = course_env(session)
+    _lint(session, env, fix="fix" in session.posargs)
+
+
+def _lint(session: nox.Session, env: dict[str, str], *, fix: bool = False) -> None:
+    if fix:
+        run(session, "ruff", "check", "--fix", str(ROOT), env=env)
+        run(session, "ruff", "format", str(ROOT), env=env)
+    else:
+        run(session, "ruff", "check", str(ROOT), env=env)
+        run(session, "ruff", "format", "--check", str(ROOT), env=env)
+
+
+@nox.session
+def test(session: nox.Session) -> None:
+    """Everything CI runs: lint, freshness of labs/, the package's tests, the self-test, the site."""
+    env = course_env(session)
+    _lint(session, env)
     run(session, "python", "-m", "streamlab.authoring", "--check", env=env)
     run(session, "python", "-m", "pytest", *(session.posargs or ["tests", "solutions"]), env=env)
 
@@ -147,9 +167,21 @@ def serve(session: nox.Session) -> None:
 
 
 #: Every benchmark, in the order `nox -s bench` runs them (about an hour on 2 cores).
-BENCHMARKS = ["hub_throughput", "eventhubs_ingest", "latency", "state_calls", "state_machine",
-              "fleet_capacity", "state_store", "restart_recovery", "learner_loop", "delta_sink",
-              "batch_breakdown", "batch_floor", "cluster_ingest"]
+BENCHMARKS = [
+    "hub_throughput",
+    "eventhubs_ingest",
+    "latency",
+    "state_calls",
+    "state_machine",
+    "fleet_capacity",
+    "state_store",
+    "restart_recovery",
+    "learner_loop",
+    "delta_sink",
+    "batch_breakdown",
+    "batch_floor",
+    "cluster_ingest",
+]
 
 
 @nox.session
@@ -158,7 +190,9 @@ def bench(session: nox.Session) -> None:
     env = {**course_env(session), "STREAMLAB_NOX": f"{sys.executable} -m nox"}
     unknown = sorted(set(session.posargs) - set(BENCHMARKS))
     if unknown:
-        session.error(f"no benchmark {', '.join(unknown)}; the benchmarks are {', '.join(BENCHMARKS)}")
+        session.error(
+            f"no benchmark {', '.join(unknown)}; the benchmarks are {', '.join(BENCHMARKS)}"
+        )
     took = {}
     for name in session.posargs or BENCHMARKS:
         session.log(f"benchmark {name}")
@@ -166,8 +200,11 @@ def bench(session: nox.Session) -> None:
         run(session, "python", str(ROOT / "bench" / f"{name}.py"), env=env)
         took[name] = time.monotonic() - start
     run(session, "python", str(ROOT / "bench" / "_report.py"), env=env)
-    session.log("wall time: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in took.items())
-                + f"; total {sum(took.values()) / 60:.1f} min")
+    session.log(
+        "wall time: "
+        + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in took.items())
+        + f"; total {sum(took.values()) / 60:.1f} min"
+    )
 
 
 @nox.session

@@ -24,10 +24,11 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -48,11 +49,17 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
-    versions = {name: metadata.version(name)
-                for name in ("pyspark", "azure-eventhub", "pandas", "pyarrow")}
-    return {"cores": os.cpu_count(), "memory_gib": round(memory_kb / 2**20, 1),
-            "platform": platform.platform(), "python": platform.python_version(),
-            "java": java.splitlines()[0] if java else "unknown", **versions}
+    versions = {
+        name: metadata.version(name) for name in ("pyspark", "azure-eventhub", "pandas", "pyarrow")
+    }
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": round(memory_kb / 2**20, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "java": java.splitlines()[0] if java else "unknown",
+        **versions,
+    }
 
 
 def percentile(values: Iterable[float], q: float) -> float:
@@ -67,8 +74,10 @@ def percentile(values: Iterable[float], q: float) -> float:
 def spread(values: Iterable[float], scale: float = 1.0, digits: int | None = None) -> dict:
     """Sample count, p50 and p99 of ``values``, each times ``scale``, rounded to ``digits``."""
     values = list(values)
-    return {"samples": len(values),
-            **{f"p{q}": round(percentile(values, q) * scale, digits) for q in (50, 99)}}
+    return {
+        "samples": len(values),
+        **{f"p{q}": round(percentile(values, q) * scale, digits) for q in (50, 99)},
+    }
 
 
 def median(values: Iterable[float]) -> float:
@@ -76,35 +85,65 @@ def median(values: Iterable[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def target(figure: str, value: float | None, unit: str, goal: str, met: bool | None,
-           note: str = "") -> dict[str, Any]:
+def target(
+    figure: str, value: float | None, unit: str, goal: str, met: bool | None, note: str = ""
+) -> dict[str, Any]:
     """One row of the targets table. ``goal`` is what was asked, e.g. ``"<= 500"``."""
-    return {"figure": figure, "value": value, "unit": unit, "target": goal, "met": met,
-            "note": note}
+    return {
+        "figure": figure,
+        "value": value,
+        "unit": unit,
+        "target": goal,
+        "met": met,
+        "note": note,
+    }
 
 
-def write_result(name: str, title: str, settings: dict, figures: dict,
-                 targets: list[dict], charts: list[str]) -> Path:
+def write_result(
+    name: str, title: str, settings: dict, figures: dict, targets: list[dict], charts: list[str]
+) -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{name}.json"
-    path.write_text(json.dumps({
-        "name": name, "script": Path(sys.argv[0]).stem, "title": title,
-        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": machine(), "settings": settings, "figures": figures, "targets": targets,
-        "charts": charts}, indent=2) + "\n")
+    path.write_text(
+        json.dumps(
+            {
+                "name": name,
+                "script": Path(sys.argv[0]).stem,
+                "title": title,
+                "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "machine": machine(),
+                "settings": settings,
+                "figures": figures,
+                "targets": targets,
+                "charts": charts,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     from streamlab.benchmarks import value_text, verdict
 
     for row in targets:
-        print(f"  {row['figure']:<58} {value_text(row):>12} {row['unit']:<6} "
-              f"target {row['target']:<10} {verdict(row)}")
+        print(
+            f"  {row['figure']:<58} {value_text(row):>12} {row['unit']:<6} "
+            f"target {row['target']:<10} {verdict(row)}"
+        )
     print(f"  written to {path.relative_to(ROOT)}")
     return path
 
 
 # -- charts -----------------------------------------------------------------------------------
 
-def bar_chart(name: str, title: str, bars: list[tuple[str, float]], unit: str, *,
-              reference: tuple[str, float] | None = None, note: str = "") -> str:
+
+def bar_chart(
+    name: str,
+    title: str,
+    bars: list[tuple[str, float]],
+    unit: str,
+    *,
+    reference: tuple[str, float] | None = None,
+    note: str = "",
+) -> str:
     """A horizontal bar chart as ``build/bench/NAME.svg``; returns the file name.
 
     ``reference`` draws a dashed vertical line (a target, or a ceiling) with its label; the
@@ -118,8 +157,15 @@ def bar_chart(name: str, title: str, bars: list[tuple[str, float]], unit: str, *
     return f"{name}.svg"
 
 
-def stacked_chart(name: str, title: str, bars: list[tuple[str, list[tuple[str, float]]]],
-                  unit: str, *, reference: tuple[str, float] | None = None, note: str = "") -> str:
+def stacked_chart(
+    name: str,
+    title: str,
+    bars: list[tuple[str, list[tuple[str, float]]]],
+    unit: str,
+    *,
+    reference: tuple[str, float] | None = None,
+    note: str = "",
+) -> str:
     """A stacked horizontal bar chart as ``build/bench/NAME.svg``; returns the file name.
 
     The drawing is :func:`streamlab.benchmarks.stacked_bar_chart_svg`.
@@ -127,12 +173,14 @@ def stacked_chart(name: str, title: str, bars: list[tuple[str, list[tuple[str, f
     from streamlab.benchmarks import stacked_bar_chart_svg
 
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{name}.svg").write_text(stacked_bar_chart_svg(title, bars, unit, reference=reference,
-                                                           note=note))
+    (OUT / f"{name}.svg").write_text(
+        stacked_bar_chart_svg(title, bars, unit, reference=reference, note=note)
+    )
     return f"{name}.svg"
 
 
 # -- Spark -------------------------------------------------------------------------------------
+
 
 def quiet() -> None:
     logging.getLogger("azure").setLevel(logging.ERROR)
@@ -152,10 +200,13 @@ def solution(lab_id: str):
     from streamlab import registry
     from streamlab.grading.loader import load_notebook
 
-    loaded = load_notebook(registry.lab(lab_id).notebook(ROOT / "solutions"),
-                           module_name=f"bench_lab{lab_id}")
+    loaded = load_notebook(
+        registry.lab(lab_id).notebook(ROOT / "solutions"), module_name=f"bench_lab{lab_id}"
+    )
     if loaded.problems:
-        raise RuntimeError(f"lab {lab_id}'s solution does not load: {loaded.problems[0].sentence()}")
+        raise RuntimeError(
+            f"lab {lab_id}'s solution does not load: {loaded.problems[0].sentence()}"
+        )
     return loaded.module
 
 
@@ -180,7 +231,7 @@ class Jvm:
 
 
 #: Event time of the first round of generated heartbeats.
-ROUNDS_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+ROUNDS_START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def write_heartbeat_rounds(spark, folder: Path, machines: int, rounds: int, first: int = 0) -> None:
@@ -189,20 +240,26 @@ def write_heartbeat_rounds(spark, folder: Path, machines: int, rounds: int, firs
     from pyspark.sql import functions as F
 
     names = spark.range(machines).select(
-        F.format_string("machine-%06d", F.col("id")).alias("machine_name"))
+        F.format_string("machine-%06d", F.col("id")).alias("machine_name")
+    )
     for r in range(first, first + rounds):
         at = ROUNDS_START + timedelta(seconds=r)
-        (names.select("machine_name", F.lit(at).alias("machine_time"),
-                      F.lit(at).alias("event_time"))
-         .coalesce(1).write.parquet(str(folder / f"round-{r:03d}")))
+        (
+            names.select(
+                "machine_name", F.lit(at).alias("machine_time"), F.lit(at).alias("event_time")
+            )
+            .coalesce(1)
+            .write.parquet(str(folder / f"round-{r:03d}"))
+        )
 
 
 #: Event hub partitions of the generated hub rounds: the hub's default count.
 HUB_PARTITIONS = 4
 
 
-def write_hub_rounds(spark, folder: Path, machines: int, rounds: int, *, first: int = 0,
-                     start_s: float) -> None:
+def write_hub_rounds(
+    spark, folder: Path, machines: int, rounds: int, *, first: int = 0, start_s: float
+) -> None:
     """Rounds as the ``eventhubs`` source delivers them to lab 05's ``CatchUpProcessor``
     (its ``HEARTBEAT_SCHEMA``), one parquet folder per round, ``folder/round-NNN``: machine
     ``i`` (``machine-000000`` ...) in partition ``i % HUB_PARTITIONS``; round ``r``'s heartbeats
@@ -222,27 +279,38 @@ def write_hub_rounds(spark, folder: Path, machines: int, rounds: int, *, first: 
     ids = spark.range(machines)
     for r in range(first, first + rounds):
         enqueued = F.lit(round((start_s + r) * 1000)) + F.floor(i * 1000 / machines)
-        (ids.select(partition.cast("string").alias("partition"),
-                    F.format_string("machine-%06d", i).alias("machine_name"),
-                    F.timestamp_millis(enqueued).alias("event_time"),
-                    (count * r + F.floor(i / HUB_PARTITIONS)).cast("long").alias("sequence_number"),
-                    (count * (r + 1) - 1).cast("long").alias("last_enqueued_sequence_number"))
-         .coalesce(1).write.parquet(str(folder / f"round-{r:03d}")))
+        (
+            ids.select(
+                partition.cast("string").alias("partition"),
+                F.format_string("machine-%06d", i).alias("machine_name"),
+                F.timestamp_millis(enqueued).alias("event_time"),
+                (count * r + F.floor(i / HUB_PARTITIONS)).cast("long").alias("sequence_number"),
+                (count * (r + 1) - 1).cast("long").alias("last_enqueued_sequence_number"),
+            )
+            .coalesce(1)
+            .write.parquet(str(folder / f"round-{r:03d}"))
+        )
 
 
 def hub_rounds_stream(spark, folder: Path):
     """The rounds of :func:`write_hub_rounds` as a stream, one round per micro-batch."""
-    return (spark.readStream
-            .schema("partition STRING, machine_name STRING, event_time TIMESTAMP, "
-                    "sequence_number LONG, last_enqueued_sequence_number LONG")
-            .option("maxFilesPerTrigger", 1).parquet(str(folder / "round-*")))
+    return (
+        spark.readStream.schema(
+            "partition STRING, machine_name STRING, event_time TIMESTAMP, "
+            "sequence_number LONG, last_enqueued_sequence_number LONG"
+        )
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(folder / "round-*"))
+    )
 
 
 def heartbeat_rounds_stream(spark, folder: Path):
     """The rounds of :func:`write_heartbeat_rounds` as a stream, one round per micro-batch."""
-    return (spark.readStream
-            .schema("machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP")
-            .option("maxFilesPerTrigger", 1).parquet(str(folder / "round-*")))
+    return (
+        spark.readStream.schema("machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP")
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(folder / "round-*"))
+    )
 
 
 def steady_state(dataframe, rounds: int, output_mode: str = "append") -> dict:
@@ -258,9 +326,15 @@ def steady_state(dataframe, rounds: int, output_mode: str = "append") -> dict:
     checkpoint = tempfile.mkdtemp(prefix="bench-steady-")
     spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
     try:
-        run = run_offline(lambda: (
-            dataframe.writeStream.format("noop").outputMode(output_mode)
-            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()))
+        run = run_offline(
+            lambda: (
+                dataframe.writeStream.format("noop")
+                .outputMode(output_mode)
+                .option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True)
+                .start()
+            )
+        )
     finally:
         spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "true")
     batches = [p for p in run["progress"] if p["numInputRows"]]
@@ -268,10 +342,12 @@ def steady_state(dataframe, rounds: int, output_mode: str = "append") -> dict:
     steady = batches[2:]
     steady_ms = sum(p["durationMs"]["triggerExecution"] for p in steady)
     rows = sum(p["numInputRows"] for p in steady)
-    return {"steady_events_per_second": round(rows / (steady_ms / 1000)),
-            "first_batch_ms": batches[0]["durationMs"]["triggerExecution"],
-            "steady_batch_ms": [p["durationMs"]["triggerExecution"] for p in steady],
-            "total_seconds": round(run["seconds"], 1)}
+    return {
+        "steady_events_per_second": round(rows / (steady_ms / 1000)),
+        "first_batch_ms": batches[0]["durationMs"]["triggerExecution"],
+        "steady_batch_ms": [p["durationMs"]["triggerExecution"] for p in steady],
+        "total_seconds": round(run["seconds"], 1),
+    }
 
 
 def run_offline(query_builder: Callable[[], Any]) -> dict:
@@ -287,16 +363,24 @@ def run_offline(query_builder: Callable[[], Any]) -> dict:
 
 # -- workers -----------------------------------------------------------------------------------
 
+
 def run_worker(script: Path, job: dict, *, timeout: float = 900, env: dict | None = None) -> dict:
     """Run ``script --worker JOB`` in a fresh process; its result line, as a dict."""
     process = subprocess.run(
-        [sys.executable, str(script), WORKER_FLAG, json.dumps(job)], cwd=ROOT,
-        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+        [sys.executable, str(script), WORKER_FLAG, json.dumps(job)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
     for line in reversed(process.stdout.splitlines()):
         if line.startswith(RESULT_PREFIX):
-            return json.loads(line[len(RESULT_PREFIX):])
-    raise RuntimeError(f"{script.name} worker {job} failed (exit {process.returncode}):\n"
-                       f"{process.stdout[-2000:]}\n{process.stderr[-4000:]}")
+            return json.loads(line[len(RESULT_PREFIX) :])
+    raise RuntimeError(
+        f"{script.name} worker {job} failed (exit {process.returncode}):\n"
+        f"{process.stdout[-2000:]}\n{process.stderr[-4000:]}"
+    )
 
 
 def worker_job(argv: list[str]) -> dict | None:

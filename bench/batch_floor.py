@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common as bench  # noqa: E402
+import _common as bench
 
 STEPS = {
     "jvm": "rate source -> noop sink (no Python)",
@@ -66,18 +66,28 @@ def _query(spark, step: str, lab, connection_string: str, work: Path):
             rows = reference_transitions(spark, connection_string, lab=lab)
         else:
             rows = lab.parse_heartbeats(
-                spark.readStream.format("eventhubs").option("connectionString", connection_string)
-                .option("eventHubName", "heartbeats").option("startingPosition", "latest")
-                .option("systemProperties", "true").load())
+                spark.readStream.format("eventhubs")
+                .option("connectionString", connection_string)
+                .option("eventHubName", "heartbeats")
+                .option("startingPosition", "latest")
+                .option("systemProperties", "true")
+                .load()
+            )
             if step == "no-op state":
                 rows = rows.groupBy("partition").transformWithState(
-                    statefulProcessor=_noop_processor(), outputStructType=lab.TRANSITION_SCHEMA,
-                    outputMode="Append", timeMode="ProcessingTime")
+                    statefulProcessor=_noop_processor(),
+                    outputStructType=lab.TRANSITION_SCHEMA,
+                    outputMode="Append",
+                    timeMode="ProcessingTime",
+                )
         out = work / step.replace(" ", "-") / "out"
         out.mkdir(parents=True)
         writer = rows.writeStream.foreachBatch(batch_writer(out))
-    return (writer.option("checkpointLocation", checkpoint)
-            .trigger(processingTime=DEFAULT_TRIGGER).start())
+    return (
+        writer.option("checkpointLocation", checkpoint)
+        .trigger(processingTime=DEFAULT_TRIGGER)
+        .start()
+    )
 
 
 def measure(spark, step: str, lab, connection_string: str, work: Path, seconds: float) -> dict:
@@ -93,10 +103,14 @@ def measure(spark, step: str, lab, connection_string: str, work: Path, seconds: 
         query.stop()
     batches = [p for p in progress if p["numInputRows"]]
     parts = [batch_parts(p) for p in batches]
-    return {"step": step, "batches": len(batches),
-            "batch_ms": bench.median(p["durationMs"]["triggerExecution"] for p in batches),
-            "parts_ms": {name: bench.median(p[name] for p in parts)
-                         for name in (parts[0] if parts else {})}}
+    return {
+        "step": step,
+        "batches": len(batches),
+        "batch_ms": bench.median(p["durationMs"]["triggerExecution"] for p in batches),
+        "parts_ms": {
+            name: bench.median(p[name] for p in parts) for name in (parts[0] if parts else {})
+        },
+    }
 
 
 def main() -> None:
@@ -112,32 +126,62 @@ def main() -> None:
     spark = bench.spark({**SESSION_CONF, "spark.sql.streaming.numRecentProgressUpdates": "10000"})
     work = Path(tempfile.mkdtemp(prefix="bench-floor-"))
     results = []
-    with start_subprocess(data_dir=work / "hub") as hub, \
-            Fleet(hub.connection_string, name_format="machine-{n:03d}") as fleet:
+    with (
+        start_subprocess(data_dir=work / "hub") as hub,
+        Fleet(hub.connection_string, name_format="machine-{n:03d}") as fleet,
+    ):
         for _ in range(args.producers):
             fleet.add()
         for step in STEPS:
             result = measure(spark, step, lab, hub.connection_string, work, args.seconds)
             results.append(result)
-            print(f"  {step:<12} {STEPS[step]:<44} batch median {result['batch_ms']:>6.0f} ms, "
-                  f"addBatch {result['parts_ms'].get('addBatch', float('nan')):>6.0f} ms "
-                  f"({result['batches']} batches)", flush=True)
+            print(
+                f"  {step:<12} {STEPS[step]:<44} batch median {result['batch_ms']:>6.0f} ms, "
+                f"addBatch {result['parts_ms'].get('addBatch', float('nan')):>6.0f} ms "
+                f"({result['batches']} batches)",
+                flush=True,
+            )
     chart = bench.stacked_chart(
-        "batch_floor", f"A micro-batch, step by step, {args.producers} producers at 1 Hz",
-        [(f"{r['step']}: {STEPS[r['step']]}",
-          [(name, value) for name, value in r["parts_ms"].items() if value]) for r in results],
-        "ms", note="medians of the durationMs parts of the batches with data; the monitor's "
-                   "session (1 shuffle partition) and trigger; 2 cores, emulator, RocksDB")
+        "batch_floor",
+        f"A micro-batch, step by step, {args.producers} producers at 1 Hz",
+        [
+            (
+                f"{r['step']}: {STEPS[r['step']]}",
+                [(name, value) for name, value in r["parts_ms"].items() if value],
+            )
+            for r in results
+        ],
+        "ms",
+        note="medians of the durationMs parts of the batches with data; the monitor's "
+        "session (1 shuffle partition) and trigger; 2 cores, emulator, RocksDB",
+    )
     by_step = {r["step"]: r["batch_ms"] for r in results}
-    targets = [bench.target(f"batch median, {step}: {STEPS[step]}", by_step[step], "ms", "report",
-                            None) for step in STEPS]
-    targets.append(bench.target(
-        "share of the monitor's batch that is Spark's floor (no-op state / reference)",
-        round(by_step["no-op state"] / by_step["reference"], 2), "x", "report", None))
-    bench.write_result("batch_floor", "The floor under a micro-batch",
-                       {"producers": args.producers, "seconds": args.seconds,
-                        "session": SESSION_CONF, "steps": STEPS},
-                       {"runs": results}, targets, [chart])
+    targets = [
+        bench.target(f"batch median, {step}: {STEPS[step]}", by_step[step], "ms", "report", None)
+        for step in STEPS
+    ]
+    targets.append(
+        bench.target(
+            "share of the monitor's batch that is Spark's floor (no-op state / reference)",
+            round(by_step["no-op state"] / by_step["reference"], 2),
+            "x",
+            "report",
+            None,
+        )
+    )
+    bench.write_result(
+        "batch_floor",
+        "The floor under a micro-batch",
+        {
+            "producers": args.producers,
+            "seconds": args.seconds,
+            "session": SESSION_CONF,
+            "steps": STEPS,
+        },
+        {"runs": results},
+        targets,
+        [chart],
+    )
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common as bench  # noqa: E402
+import _common as bench
 
 STOP_AFTER_S = 20
 TIMEOUT_S = 5.0
@@ -64,13 +64,20 @@ SMALLEST = 50
 def transitions(design: str, heartbeats, labs: dict, buckets: int):
     if design == "reference":
         lab = labs["05"]
-        return lab.catch_up_changes(heartbeats, lab.CatchUpProcessor(timeout_ms=int(TIMEOUT_S * 1000)))
+        return lab.catch_up_changes(
+            heartbeats, lab.CatchUpProcessor(timeout_ms=int(TIMEOUT_S * 1000))
+        )
     if design == "lean":
         lab = labs["04"]
-        return lab.status_changes(heartbeats, lab.LeanHeartbeatProcessor(timeout_ms=int(TIMEOUT_S * 1000)))
+        return lab.status_changes(
+            heartbeats, lab.LeanHeartbeatProcessor(timeout_ms=int(TIMEOUT_S * 1000))
+        )
     lab = labs["06"]
     return lab.bucketed_status_changes(
-        heartbeats, lab.BucketedHeartbeatProcessor(timeout_ms=int(TIMEOUT_S * 1000)), buckets=buckets)
+        heartbeats,
+        lab.BucketedHeartbeatProcessor(timeout_ms=int(TIMEOUT_S * 1000)),
+        buckets=buckets,
+    )
 
 
 def run(spark, design: str, labs: dict, machines: int, trigger_ms: int, buckets: int) -> dict:
@@ -80,10 +87,16 @@ def run(spark, design: str, labs: dict, machines: int, trigger_ms: int, buckets:
 
     work = Path(tempfile.mkdtemp(prefix=f"bench-capacity-{design}-{machines}-"))
     stopping = max(1, machines // 100)
-    rate = (spark.readStream.format("rate").option("rowsPerSecond", machines)
-            .option("numPartitions", 2).load())
-    rate = rate.observe("start", F.min(F.when(F.col("value") == 0,
-                                              F.col("timestamp").cast("double"))).alias("start"))
+    rate = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", machines)
+        .option("numPartitions", 2)
+        .load()
+    )
+    rate = rate.observe(
+        "start",
+        F.min(F.when(F.col("value") == 0, F.col("timestamp").cast("double"))).alias("start"),
+    )
     stopped = (F.col("value") % machines < stopping) & (F.col("value") >= STOP_AFTER_S * machines)
     machine = F.col("value") % machines
     if design == "reference":
@@ -92,11 +105,13 @@ def run(spark, design: str, labs: dict, machines: int, trigger_ms: int, buckets:
             F.format_string("machine-%07d", machine).alias("machine_name"),
             F.col("timestamp").alias("event_time"),
             F.col("value").alias("sequence_number"),
-            F.col("value").alias("last_enqueued_sequence_number"))
+            F.col("value").alias("last_enqueued_sequence_number"),
+        )
     else:
         heartbeats = rate.where(~stopped).select(
             F.format_string("machine-%07d", machine).alias("machine_name"),
-            F.col("timestamp").alias("machine_time"))
+            F.col("timestamp").alias("machine_time"),
+        )
     write = batch_writer(work / "out")
     (work / "out").mkdir(parents=True)
     visible_at: dict[int, float] = {}
@@ -105,9 +120,13 @@ def run(spark, design: str, labs: dict, machines: int, trigger_ms: int, buckets:
         write(df, batch_id)  # the reference monitor's sink: one parquet folder per batch
         visible_at[batch_id] = time.time()
 
-    query = (transitions(design, heartbeats, labs, buckets).writeStream.foreachBatch(sink)
-             .option("checkpointLocation", str(work / "checkpoint"))
-             .trigger(processingTime=f"{trigger_ms} milliseconds").start())
+    query = (
+        transitions(design, heartbeats, labs, buckets)
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .trigger(processingTime=f"{trigger_ms} milliseconds")
+        .start()
+    )
     start = None
     try:
         while start is None or time.time() < start + STOP_AFTER_S + TIMEOUT_S + 4:
@@ -122,8 +141,11 @@ def run(spark, design: str, labs: dict, machines: int, trigger_ms: int, buckets:
     finally:
         query.stop()
     progress = list(query.recentProgress)
-    unhealthy = [(row["machine_name"], visible_at[row["batch_id"]])
-                 for row in read_transitions(work / "out") if row["status"] == "Unhealthy"]
+    unhealthy = [
+        (row["machine_name"], visible_at[row["batch_id"]])
+        for row in read_transitions(work / "out")
+        if row["status"] == "Unhealthy"
+    ]
     steady = [p for p in progress if start + 10 < _epoch(p["timestamp"]) < start + STOP_AFTER_S]
     durations = [p["durationMs"]["triggerExecution"] for p in steady]
     # Machine m's heartbeat of second s has timestamp start + s + m / N; the stopped ones'
@@ -142,14 +164,27 @@ def run(spark, design: str, labs: dict, machines: int, trigger_ms: int, buckets:
     # long as its batches take less than the trigger on average (the backlog does not grow).
     mean_ms = sum(durations) / len(durations) if durations else float("inf")
     kept_up = mean_ms < trigger_ms and len(delays) == stopping and not false_alarms
-    return {"design": design, "machines": machines, "trigger_ms": trigger_ms, "kept_up": kept_up,
-            "detected_in_time": kept_up and p99_detection <= TIMEOUT_S + 1,
-            "batch_ms": {"mean": round(mean_ms), "median": median_ms, "p95": p95_ms, "max": max(durations, default=None)},
-            "rows_per_batch_median": bench.median(p["numInputRows"] for p in steady),
-            "stopped": stopping, "reported": len(delays),
-            "detection_s": {"p50": round(bench.percentile(delays, 50), 2),
-                            "p99": round(p99_detection, 2)},
-            "false_alarms": len(false_alarms)}
+    return {
+        "design": design,
+        "machines": machines,
+        "trigger_ms": trigger_ms,
+        "kept_up": kept_up,
+        "detected_in_time": kept_up and p99_detection <= TIMEOUT_S + 1,
+        "batch_ms": {
+            "mean": round(mean_ms),
+            "median": median_ms,
+            "p95": p95_ms,
+            "max": max(durations, default=None),
+        },
+        "rows_per_batch_median": bench.median(p["numInputRows"] for p in steady),
+        "stopped": stopping,
+        "reported": len(delays),
+        "detection_s": {
+            "p50": round(bench.percentile(delays, 50), 2),
+            "p99": round(p99_detection, 2),
+        },
+        "false_alarms": len(false_alarms),
+    }
 
 
 def _epoch(stamp: str) -> float:
@@ -167,12 +202,15 @@ def capacity(spark, design: str, labs: dict, args) -> list[dict]:
     def attempt(machines: int) -> bool:
         result = run(spark, design, labs, machines, trigger_ms, args.buckets)
         runs.append(result)
-        print(f"  {design:<9} {machines:>7,} machines: batches mean {result['batch_ms']['mean']:,.0f} ms, "
-              f"median {result['batch_ms']['median']:,.0f} ms, "
-              f"p95 {result['batch_ms']['p95']:,.0f} ms; detection p99 {result['detection_s']['p99']} s "
-              f"({result['reported']}/{result['stopped']} reported, {result['false_alarms']} false); "
-              f"{'kept up' if result['kept_up'] else 'fell behind'}"
-              f"{', detection within 6 s' if result['detected_in_time'] else ''}", flush=True)
+        print(
+            f"  {design:<9} {machines:>7,} machines: batches mean {result['batch_ms']['mean']:,.0f} ms, "
+            f"median {result['batch_ms']['median']:,.0f} ms, "
+            f"p95 {result['batch_ms']['p95']:,.0f} ms; detection p99 {result['detection_s']['p99']} s "
+            f"({result['reported']}/{result['stopped']} reported, {result['false_alarms']} false); "
+            f"{'kept up' if result['kept_up'] else 'fell behind'}"
+            f"{', detection within 6 s' if result['detected_in_time'] else ''}",
+            flush=True,
+        )
         return result["kept_up"]
 
     machines = STARTS[design]
@@ -209,30 +247,67 @@ def main() -> None:
     spark = bench.spark()
     runs = {design: capacity(spark, design, labs, args) for design in args.designs}
     triggers = {d: args.trigger_ms or TRIGGERS_MS[d] for d in args.designs}
-    largest = {design: max((r["machines"] for r in found if r["kept_up"]), default=0)
-               for design, found in runs.items()}
-    in_time = {design: max((r["machines"] for r in found if r["detected_in_time"]), default=0)
-               for design, found in runs.items()}
+    largest = {
+        design: max((r["machines"] for r in found if r["kept_up"]), default=0)
+        for design, found in runs.items()
+    }
+    in_time = {
+        design: max((r["machines"] for r in found if r["detected_in_time"]), default=0)
+        for design, found in runs.items()
+    }
     chart = bench.bar_chart(
-        "fleet_capacity", "Largest fleet kept up with at 1 heartbeat/s",
-        [(f"{DESIGNS[d].split(',')[0]} ({triggers[d]} ms){label}", found[d]) for d in args.designs
-         for label, found in ((", batches keep up", largest), (", and detection <= 6 s", in_time))],
+        "fleet_capacity",
+        "Largest fleet kept up with at 1 heartbeat/s",
+        [
+            (f"{DESIGNS[d].split(',')[0]} ({triggers[d]} ms){label}", found[d])
+            for d in args.designs
+            for label, found in (
+                (", batches keep up", largest),
+                (", and detection <= 6 s", in_time),
+            )
+        ],
         "machines",
         reference=("target 10,000", 10_000),
-        note=f"rate source -> processor on RocksDB -> parquet sink; {args.buckets} buckets; 2 cores")
+        note=f"rate source -> processor on RocksDB -> parquet sink; {args.buckets} buckets; 2 cores",
+    )
     bench.write_result(
-        "fleet_capacity", "Fleet capacity of the monitor",
-        {"trigger_ms": triggers, "timeout_s": TIMEOUT_S, "stop_after_s": STOP_AFTER_S,
-         "buckets": args.buckets, "source": "rate (rowsPerSecond = machines)",
-         "designs": {d: DESIGNS[d] for d in args.designs}},
-        {"runs": [r for found in runs.values() for r in found], "capacity_machines": largest,
-         "capacity_with_detection_machines": in_time},
-        [row for d in args.designs for row in (
-            bench.target(f"largest fleet, batches within the trigger, {DESIGNS[d]}", largest[d],
-                         "machines", "report", None),
-            bench.target(f"largest fleet, also detection p99 <= 6 s, {DESIGNS[d]}", in_time[d],
-                         "machines", ">= 10,000", in_time[d] >= 10_000))],
-        [chart])
+        "fleet_capacity",
+        "Fleet capacity of the monitor",
+        {
+            "trigger_ms": triggers,
+            "timeout_s": TIMEOUT_S,
+            "stop_after_s": STOP_AFTER_S,
+            "buckets": args.buckets,
+            "source": "rate (rowsPerSecond = machines)",
+            "designs": {d: DESIGNS[d] for d in args.designs},
+        },
+        {
+            "runs": [r for found in runs.values() for r in found],
+            "capacity_machines": largest,
+            "capacity_with_detection_machines": in_time,
+        },
+        [
+            row
+            for d in args.designs
+            for row in (
+                bench.target(
+                    f"largest fleet, batches within the trigger, {DESIGNS[d]}",
+                    largest[d],
+                    "machines",
+                    "report",
+                    None,
+                ),
+                bench.target(
+                    f"largest fleet, also detection p99 <= 6 s, {DESIGNS[d]}",
+                    in_time[d],
+                    "machines",
+                    ">= 10,000",
+                    in_time[d] >= 10_000,
+                ),
+            )
+        ],
+        [chart],
+    )
 
 
 if __name__ == "__main__":

@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common as bench  # noqa: E402
-from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient  # noqa: E402
+import _common as bench
+from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
 
-from streamlab.hub import partition_for_key, start_subprocess  # noqa: E402
+from streamlab.hub import partition_for_key, start_subprocess
 
 
 def _balanced_machines(per_partition: int = 5, partitions: int = 4) -> list[str]:
@@ -49,15 +49,21 @@ MACHINES = _balanced_machines()
 
 def _body(n: int, size: int) -> str:
     """A heartbeat like the course's producers send, padded to ``size`` bytes."""
-    text = json.dumps({"machine_name": MACHINES[n % len(MACHINES)],
-                       "machine_time": datetime.datetime.now().isoformat(), "n": n})
+    text = json.dumps(
+        {
+            "machine_name": MACHINES[n % len(MACHINES)],
+            "machine_time": datetime.datetime.now().isoformat(),
+            "n": n,
+        }
+    )
     return text + " " * max(0, size - len(text))
 
 
 def send(conn_str: str, events: int, batch_size: int, body_bytes: int) -> float:
     """Send ``events`` in batches, one partition key (machine) per batch; return events/s."""
     with EventHubProducerClient.from_connection_string(
-            conn_str, eventhub_name="heartbeats") as client:
+        conn_str, eventhub_name="heartbeats"
+    ) as client:
         client.send_batch([EventData("warm-up")])  # connection set-up is not throughput
         started = time.perf_counter()
         for start in range(0, events, batch_size):
@@ -75,7 +81,8 @@ def receive(conn_str: str, events: int, timeout: float) -> float:
     The clock starts at the first delivered batch, so client start-up is excluded.
     """
     client = EventHubConsumerClient.from_connection_string(
-        conn_str, consumer_group="$Default", eventhub_name="heartbeats")
+        conn_str, consumer_group="$Default", eventhub_name="heartbeats"
+    )
     count, first_at, done = 0, [0.0], threading.Event()
 
     def on_batch(_context, batch) -> None:
@@ -86,9 +93,16 @@ def receive(conn_str: str, events: int, timeout: float) -> float:
         if count >= events:
             done.set()
 
-    thread = threading.Thread(target=client.receive_batch, daemon=True, kwargs={
-        "on_event_batch": on_batch, "starting_position": "-1", "max_batch_size": 300,
-        "prefetch": 300})
+    thread = threading.Thread(
+        target=client.receive_batch,
+        daemon=True,
+        kwargs={
+            "on_event_batch": on_batch,
+            "starting_position": "-1",
+            "max_batch_size": 300,
+            "prefetch": 300,
+        },
+    )
     thread.start()
     try:
         if not done.wait(timeout):
@@ -119,18 +133,43 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  sent:     {sent:10,.0f} events/s (batches of {args.batch_size})")
     print(f"  received: {received:10,.0f} events/s")
     chart = bench.bar_chart(
-        "hub_throughput", "The emulator with the azure-eventhub SDK",
-        [("sent (sync, batches of %d)" % args.batch_size, sent), ("received (sync)", received)],
-        "events/s", note="emulator in its own process, durable log; 2 cores")
+        "hub_throughput",
+        "The emulator with the azure-eventhub SDK",
+        [(f"sent (sync, batches of {args.batch_size})", sent), ("received (sync)", received)],
+        "events/s",
+        note="emulator in its own process, durable log; 2 cores",
+    )
     bench.write_result(
-        "hub_throughput", "Event Hubs emulator throughput",
-        {"events": args.events, "batch_size": args.batch_size, "body_bytes": args.body_bytes,
-         "eventhub": "heartbeats:4", "partition_keys": len(MACHINES), "emulator": "subprocess",
-         "producer": "sync send_batch", "consumer": "sync receive_batch, prefetch 300, all partitions"},
-        {"sent_events_per_second": round(sent, 1), "received_events_per_second": round(received, 1)},
-        [bench.target("events sent per second through the SDK", round(sent), "ev/s", "report", None),
-         bench.target("events received per second through the SDK", round(received), "ev/s", "report", None)],
-        [chart])
+        "hub_throughput",
+        "Event Hubs emulator throughput",
+        {
+            "events": args.events,
+            "batch_size": args.batch_size,
+            "body_bytes": args.body_bytes,
+            "eventhub": "heartbeats:4",
+            "partition_keys": len(MACHINES),
+            "emulator": "subprocess",
+            "producer": "sync send_batch",
+            "consumer": "sync receive_batch, prefetch 300, all partitions",
+        },
+        {
+            "sent_events_per_second": round(sent, 1),
+            "received_events_per_second": round(received, 1),
+        },
+        [
+            bench.target(
+                "events sent per second through the SDK", round(sent), "ev/s", "report", None
+            ),
+            bench.target(
+                "events received per second through the SDK",
+                round(received),
+                "ev/s",
+                "report",
+                None,
+            ),
+        ],
+        [chart],
+    )
     return 0
 
 

@@ -33,14 +33,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common as bench  # noqa: E402
+import _common as bench
 
 TIMEOUT_S = 5.0
 PAUSE_S = 7.0
 
 
-def _monitor(spark, lab, connection_string: str, trigger_ms: int, work: Path, seen: list,
-             writer: str, sink_calls: dict, source_options: dict | None = None):
+def _monitor(
+    spark,
+    lab,
+    connection_string: str,
+    trigger_ms: int,
+    work: Path,
+    seen: list,
+    writer: str,
+    sink_calls: dict,
+    source_options: dict | None = None,
+):
     """The reference monitor's query (its sink, its writer) on ``work``; a trigger of 0 ms starts
     each batch as soon as the last ends. Each row written is read back from its batch's folder
     and recorded in ``seen`` with the moment the write returned; ``sink_calls`` gets each
@@ -49,8 +58,9 @@ def _monitor(spark, lab, connection_string: str, trigger_ms: int, work: Path, se
 
     from streamlab.monitor import batch_writer, reference_transitions
 
-    transitions = reference_transitions(spark, connection_string, timeout_seconds=TIMEOUT_S, lab=lab,
-                                        source_options=source_options)
+    transitions = reference_transitions(
+        spark, connection_string, timeout_seconds=TIMEOUT_S, lab=lab, source_options=source_options
+    )
     out = work / "out"
     out.mkdir(parents=True, exist_ok=True)
     write = batch_writer(out, writer)
@@ -63,9 +73,12 @@ def _monitor(spark, lab, connection_string: str, trigger_ms: int, work: Path, se
         rows = pq.read_table(out / f"batch_id={batch_id}").to_pylist()
         seen.extend((r["machine_name"], r["status"], r["previous_status"], visible) for r in rows)
 
-    return (transitions.writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(work / "checkpoint"))
-            .trigger(processingTime=f"{trigger_ms} milliseconds").start())
+    return (
+        transitions.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .trigger(processingTime=f"{trigger_ms} milliseconds")
+        .start()
+    )
 
 
 def _events(spark, connection_string: str, work: Path) -> list[tuple]:
@@ -79,15 +92,28 @@ def _events(spark, connection_string: str, work: Path) -> list[tuple]:
         events.extend(tuple(row) for row in df.collect())
 
     body = F.col("body").cast("string")
-    read = (spark.readStream.format("eventhubs").option("connectionString", connection_string)
-            .option("eventHubName", "heartbeats").option("startingPosition", "earliest").load())
-    query = (read.select(F.get_json_object(body, "$.machine_name").alias("machine_name"),
-                         "partition", F.col("sequenceNumber").cast("long").alias("sequence"),
-                         F.col("enqueuedTime").cast("double").alias("t"),
-                         F.to_timestamp(F.get_json_object(body, "$.machine_time"))
-                         .cast("double").alias("machine_time"))
-             .writeStream.foreachBatch(collect).trigger(availableNow=True)
-             .option("checkpointLocation", str(work / "read-back")).start())
+    read = (
+        spark.readStream.format("eventhubs")
+        .option("connectionString", connection_string)
+        .option("eventHubName", "heartbeats")
+        .option("startingPosition", "earliest")
+        .load()
+    )
+    query = (
+        read.select(
+            F.get_json_object(body, "$.machine_name").alias("machine_name"),
+            "partition",
+            F.col("sequenceNumber").cast("long").alias("sequence"),
+            F.col("enqueuedTime").cast("double").alias("t"),
+            F.to_timestamp(F.get_json_object(body, "$.machine_time"))
+            .cast("double")
+            .alias("machine_time"),
+        )
+        .writeStream.foreachBatch(collect)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(work / "read-back"))
+        .start()
+    )
     query.awaitTermination()
     return events
 
@@ -133,13 +159,24 @@ def _analyse(seen: list, sent: dict[str, list[float]], warm_from: float) -> dict
             if silences:
                 before, after = silences[-1]
                 (detection_all if after is None else detection).append(visible - before)
-    return {"caused": caused, "startup": startup, "detection": detection,
-            "detection_all_stopped": detection_all}
+    return {
+        "caused": caused,
+        "startup": startup,
+        "detection": detection,
+        "detection_all_stopped": detection_all,
+    }
 
 
-def run(spark, lab, producers: int, trigger_ms: int, cycle_seconds: float,
-        writer: str | None = None, details: dict | None = None,
-        source_options: dict | None = None) -> dict:
+def run(
+    spark,
+    lab,
+    producers: int,
+    trigger_ms: int,
+    cycle_seconds: float,
+    writer: str | None = None,
+    details: dict | None = None,
+    source_options: dict | None = None,
+) -> dict:
     """One run of the real path (``source_options`` are extra options of the ``eventhubs``
     source); ``details``, when given, gets what a breakdown needs: every
     progress report, the sink's call times per batch and every heartbeat read back."""
@@ -151,8 +188,17 @@ def run(spark, lab, producers: int, trigger_ms: int, cycle_seconds: float,
     seen: list = []
     sink_calls: dict = {}
     with start_subprocess(data_dir=work / "hub") as hub:
-        query = _monitor(spark, lab, hub.connection_string, trigger_ms, work, seen,
-                         writer or DEFAULT_WRITER, sink_calls, source_options)
+        query = _monitor(
+            spark,
+            lab,
+            hub.connection_string,
+            trigger_ms,
+            work,
+            seen,
+            writer or DEFAULT_WRITER,
+            sink_calls,
+            source_options,
+        )
         while not query.recentProgress:
             time.sleep(0.1)
         with Fleet(hub.connection_string, name_format="machine-{n:03d}") as fleet:
@@ -195,19 +241,30 @@ def run(spark, lab, producers: int, trigger_ms: int, cycle_seconds: float,
         events = _events(spark, hub.connection_string, work)
     sent = _enqueue_times(events)
     if details is not None:
-        details.update(progress=progress, sink_calls=sink_calls, events=events,
-                       warm_from=warm_from, stopped=stopped)
+        details.update(
+            progress=progress,
+            sink_calls=sink_calls,
+            events=events,
+            warm_from=warm_from,
+            stopped=stopped,
+        )
     figures = _analyse(seen, sent, warm_from)
-    stuck = [n for n in names if not any(s[0] == n and s[1] == "Unhealthy" and
-                                         s[3] > stopped for s in seen)]
+    stuck = [
+        n
+        for n in names
+        if not any(s[0] == n and s[1] == "Unhealthy" and s[3] > stopped for s in seen)
+    ]
     return {
-        "trigger_ms": trigger_ms, "producers": producers,
+        "trigger_ms": trigger_ms,
+        "producers": producers,
         "heartbeats_per_second_sent": round(send_rate, 1),
         "latency_ms": bench.spread(figures["caused"], scale=1000),
         "startup_ms": bench.spread(figures["startup"], scale=1000),
         "detection_s": bench.spread(figures["detection"], digits=2),
-        "detection_all_stopped_s": {**bench.spread(figures["detection_all_stopped"], digits=2),
-                                    "never_reported": len(stuck)},
+        "detection_all_stopped_s": {
+            **bench.spread(figures["detection_all_stopped"], digits=2),
+            "never_reported": len(stuck),
+        },
         "batch_ms": {"median": bench.median(durations), "p99": bench.percentile(durations, 99)},
     }
 
@@ -226,43 +283,92 @@ def main() -> None:
     for trigger_ms in args.triggers:
         result = run(spark, lab, args.producers, trigger_ms, args.cycle_seconds)
         runs.append(result)
-        print(f"  trigger {trigger_ms} ms: latency p50 {result['latency_ms']['p50']} ms, "
-              f"p99 {result['latency_ms']['p99']} ms (first rows after the start: "
-              f"p99 {result['startup_ms']['p99']} ms); "
-              f"detection p99 {result['detection_s']['p99']} s, "
-              f"all stopped p99 {result['detection_all_stopped_s']['p99']} s; "
-              f"batches median {result['batch_ms']['median']} ms")
+        print(
+            f"  trigger {trigger_ms} ms: latency p50 {result['latency_ms']['p50']} ms, "
+            f"p99 {result['latency_ms']['p99']} ms (first rows after the start: "
+            f"p99 {result['startup_ms']['p99']} ms); "
+            f"detection p99 {result['detection_s']['p99']} s, "
+            f"all stopped p99 {result['detection_all_stopped_s']['p99']} s; "
+            f"batches median {result['batch_ms']['median']} ms"
+        )
     best = min(runs, key=lambda r: r["latency_ms"]["p50"])
-    charts = [bench.bar_chart(
-        "latency", f"Heartbeat to transition row, {args.producers} producers at 1 Hz",
-        [(f"p{q}, trigger {r['trigger_ms']} ms", r["latency_ms"][f"p{q}"])
-         for r in runs for q in (50, 99)], "ms", reference=("target p50 500 ms", 500),
-        note="enqueue time at the hub to the sink's write returning; 2 cores, emulator, RocksDB"),
+    charts = [
         bench.bar_chart(
-        "detection", "Last heartbeat to Unhealthy row (timeout 5 s)",
-        [(f"{label}, trigger {r['trigger_ms']} ms", r[key]["p99"]) for r in runs
-         for label, key in (("p99 one stops", "detection_s"), ("p99 all stop", "detection_all_stopped_s"))],
-        "s", reference=("target 6 s", TIMEOUT_S + 1))]
+            "latency",
+            f"Heartbeat to transition row, {args.producers} producers at 1 Hz",
+            [
+                (f"p{q}, trigger {r['trigger_ms']} ms", r["latency_ms"][f"p{q}"])
+                for r in runs
+                for q in (50, 99)
+            ],
+            "ms",
+            reference=("target p50 500 ms", 500),
+            note="enqueue time at the hub to the sink's write returning; 2 cores, emulator, RocksDB",
+        ),
+        bench.bar_chart(
+            "detection",
+            "Last heartbeat to Unhealthy row (timeout 5 s)",
+            [
+                (f"{label}, trigger {r['trigger_ms']} ms", r[key]["p99"])
+                for r in runs
+                for label, key in (
+                    ("p99 one stops", "detection_s"),
+                    ("p99 all stop", "detection_all_stopped_s"),
+                )
+            ],
+            "s",
+            reference=("target 6 s", TIMEOUT_S + 1),
+        ),
+    ]
     targets = []
     for r in runs:
         t = f"trigger {r['trigger_ms']} ms"
         targets += [
-            bench.target(f"latency p50, {t}", r["latency_ms"]["p50"], "ms", "<= 500",
-                         r["latency_ms"]["p50"] <= 500),
-            bench.target(f"latency p99, {t}", r["latency_ms"]["p99"], "ms", "<= 1000",
-                         r["latency_ms"]["p99"] <= 1000),
-            bench.target(f"detection p99, one producer stops, {t}", r["detection_s"]["p99"], "s",
-                         "<= 6", r["detection_s"]["p99"] <= TIMEOUT_S + 1),
-            bench.target(f"detection p99, every producer stops, {t}",
-                         r["detection_all_stopped_s"]["p99"], "s", "<= 6",
-                         r["detection_all_stopped_s"]["p99"] <= TIMEOUT_S + 1
-                         and r["detection_all_stopped_s"]["never_reported"] == 0),
+            bench.target(
+                f"latency p50, {t}",
+                r["latency_ms"]["p50"],
+                "ms",
+                "<= 500",
+                r["latency_ms"]["p50"] <= 500,
+            ),
+            bench.target(
+                f"latency p99, {t}",
+                r["latency_ms"]["p99"],
+                "ms",
+                "<= 1000",
+                r["latency_ms"]["p99"] <= 1000,
+            ),
+            bench.target(
+                f"detection p99, one producer stops, {t}",
+                r["detection_s"]["p99"],
+                "s",
+                "<= 6",
+                r["detection_s"]["p99"] <= TIMEOUT_S + 1,
+            ),
+            bench.target(
+                f"detection p99, every producer stops, {t}",
+                r["detection_all_stopped_s"]["p99"],
+                "s",
+                "<= 6",
+                r["detection_all_stopped_s"]["p99"] <= TIMEOUT_S + 1
+                and r["detection_all_stopped_s"]["never_reported"] == 0,
+            ),
         ]
-    bench.write_result("latency", "End-to-end latency and detection delay",
-                       {"producers": args.producers, "triggers_ms": args.triggers,
-                        "timeout_s": TIMEOUT_S, "pause_s": PAUSE_S,
-                        "cycle_seconds": args.cycle_seconds, "best_trigger_ms": best["trigger_ms"]},
-                       {"runs": runs}, targets, charts)
+    bench.write_result(
+        "latency",
+        "End-to-end latency and detection delay",
+        {
+            "producers": args.producers,
+            "triggers_ms": args.triggers,
+            "timeout_s": TIMEOUT_S,
+            "pause_s": PAUSE_S,
+            "cycle_seconds": args.cycle_seconds,
+            "best_trigger_ms": best["trigger_ms"],
+        },
+        {"runs": runs},
+        targets,
+        charts,
+    )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common as bench  # noqa: E402
+import _common as bench
 
 
 def nox_command() -> list[str]:
@@ -46,8 +46,10 @@ def timed(command: list[str], expect_success: bool) -> float:
     process = subprocess.run(command, cwd=bench.ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if (process.returncode == 0) != expect_success:
-        raise RuntimeError(f"{' '.join(command)} exited {process.returncode}:\n"
-                           f"{process.stdout[-3000:]}\n{process.stderr[-3000:]}")
+        raise RuntimeError(
+            f"{' '.join(command)} exited {process.returncode}:\n"
+            f"{process.stdout[-3000:]}\n{process.stderr[-3000:]}"
+        )
     return seconds
 
 
@@ -61,8 +63,17 @@ def main() -> None:
     grade_json = Path(tempfile.mkdtemp(prefix="bench-loop-")) / "grade.json"
 
     def check(notebooks: str) -> list[str]:
-        return [*nox, "-s", "check", "--", "--notebooks", notebooks,
-                "--json", str(grade_json), args.lab]
+        return [
+            *nox,
+            "-s",
+            "check",
+            "--",
+            "--notebooks",
+            notebooks,
+            "--json",
+            str(grade_json),
+            args.lab,
+        ]
 
     # An untouched lab is not an error (exit 0, every exercise not started); a solved one
     # passes. The two alternate so that a machine busy with something else slows both alike.
@@ -70,31 +81,65 @@ def main() -> None:
     for _ in range(args.runs):
         untouched.append(timed(check("labs"), expect_success=True))
         solved.append(timed(check("solutions"), expect_success=True))
-    print(f"  nox -s check -- {args.lab}: untouched {bench.median(untouched):.1f} s, "
-          f"solved {bench.median(solved):.1f} s (median of {args.runs})")
-    figures = {"check_untouched_s": [round(s, 1) for s in untouched],
-               "check_solved_s": [round(s, 1) for s in solved]}
+    print(
+        f"  nox -s check -- {args.lab}: untouched {bench.median(untouched):.1f} s, "
+        f"solved {bench.median(solved):.1f} s (median of {args.runs})"
+    )
+    figures = {
+        "check_untouched_s": [round(s, 1) for s in untouched],
+        "check_solved_s": [round(s, 1) for s in solved],
+    }
     targets = [
-        bench.target(f"nox -s check -- {args.lab}, solved lab (every check runs)",
-                     round(bench.median(solved), 1), "s", "<= 30", bench.median(solved) <= 30),
-        bench.target(f"nox -s check -- {args.lab}, untouched lab", round(bench.median(untouched), 1),
-                     "s", "report", None),
+        bench.target(
+            f"nox -s check -- {args.lab}, solved lab (every check runs)",
+            round(bench.median(solved), 1),
+            "s",
+            "<= 30",
+            bench.median(solved) <= 30,
+        ),
+        bench.target(
+            f"nox -s check -- {args.lab}, untouched lab",
+            round(bench.median(untouched), 1),
+            "s",
+            "report",
+            None,
+        ),
     ]
-    bars = [(f"check {args.lab}, untouched", bench.median(untouched)),
-            (f"check {args.lab}, solved", bench.median(solved))]
+    bars = [
+        (f"check {args.lab}, untouched", bench.median(untouched)),
+        (f"check {args.lab}, solved", bench.median(solved)),
+    ]
     if not args.skip_self_test:
-        self_test = timed([*nox, "-s", "test", "--", "tests/test_grading.py",
-                           "solutions"], expect_success=True)
+        self_test = timed(
+            [*nox, "-s", "test", "--", "tests/test_grading.py", "solutions"], expect_success=True
+        )
         print(f"  self-test: {self_test / 60:.1f} min")
         figures["self_test_s"] = round(self_test, 1)
-        targets.append(bench.target("self-test (grading both ways, every solution under nbval)",
-                                    round(self_test / 60, 1), "min", "<= 10", self_test <= 600))
-    chart = bench.bar_chart("learner_loop", "What a learner waits for", bars, "s",
-                            reference=("target 30 s", 30.0),
-                            note="warm environment, through nox, 2 cores")
-    bench.write_result("learner_loop", "The learner's loop",
-                       {"lab": args.lab, "runs": args.runs, "nox": " ".join(nox)},
-                       figures, targets, [chart])
+        targets.append(
+            bench.target(
+                "self-test (grading both ways, every solution under nbval)",
+                round(self_test / 60, 1),
+                "min",
+                "<= 10",
+                self_test <= 600,
+            )
+        )
+    chart = bench.bar_chart(
+        "learner_loop",
+        "What a learner waits for",
+        bars,
+        "s",
+        reference=("target 30 s", 30.0),
+        note="warm environment, through nox, 2 cores",
+    )
+    bench.write_result(
+        "learner_loop",
+        "The learner's loop",
+        {"lab": args.lab, "runs": args.runs, "nox": " ".join(nox)},
+        figures,
+        targets,
+        [chart],
+    )
 
 
 if __name__ == "__main__":

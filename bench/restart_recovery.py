@@ -40,17 +40,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common as bench  # noqa: E402
+import _common as bench
 
 BUCKETS = 256
 TIMEOUT_MS = 5_000
 #: The reference design's enqueue times start this far ahead of the wall clock: more than
 #: the first life and the restart take, so that no deadline passes while they run.
 AHEAD_S = 600
-DESIGNS = {"reference": "lab 05 CatchUpProcessor, a key per hub partition",
-           "lean": "lab 04 LeanHeartbeatProcessor, a key per machine",
-           "bucketed": f"lab 06 BucketedHeartbeatProcessor, {BUCKETS} buckets"}
-
+DESIGNS = {
+    "reference": "lab 05 CatchUpProcessor, a key per hub partition",
+    "lean": "lab 04 LeanHeartbeatProcessor, a key per machine",
+    "bucketed": f"lab 06 BucketedHeartbeatProcessor, {BUCKETS} buckets",
+}
 
 
 def say(event: str, **data) -> None:
@@ -59,16 +60,27 @@ def say(event: str, **data) -> None:
 
 def worker(job: dict) -> dict:
     say("launched")
-    from streamlab.monitor import (DEFAULT_TRIGGER, batch_writer, lab04_solution,
-                                   reference_solution, session_and_lab)
     from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+    from streamlab.monitor import (
+        DEFAULT_TRIGGER,
+        batch_writer,
+        lab04_solution,
+        reference_solution,
+        session_and_lab,
+    )
 
     design = job["design"]
     bench.quiet()
     # As python -m streamlab.monitor starts: the lab loads while the JVM starts.
-    spark, lab = session_and_lab({"reference": reference_solution, "lean": lab04_solution,
-                                  "bucketed": lambda: bench.solution("06")}[design],
-                                 app_name="streamlab-bench-restart")
+    spark, lab = session_and_lab(
+        {
+            "reference": reference_solution,
+            "lean": lab04_solution,
+            "bucketed": lambda: bench.solution("06"),
+        }[design],
+        app_name="streamlab-bench-restart",
+    )
     say("session")
     output = Path(job["output"])
     output.mkdir(parents=True, exist_ok=True)
@@ -76,18 +88,31 @@ def worker(job: dict) -> dict:
         heartbeats = bench.hub_rounds_stream(spark, Path(job["input"]))
         transitions = lab.catch_up_changes(heartbeats, lab.CatchUpProcessor(timeout_ms=TIMEOUT_MS))
     else:
-        schema = StructType([StructField("machine_name", StringType()),
-                             StructField("machine_time", TimestampType())])
-        heartbeats = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
-                      .parquet(str(Path(job["input"]) / "round-*")))
+        schema = StructType(
+            [
+                StructField("machine_name", StringType()),
+                StructField("machine_time", TimestampType()),
+            ]
+        )
+        heartbeats = (
+            spark.readStream.schema(schema)
+            .option("maxFilesPerTrigger", 1)
+            .parquet(str(Path(job["input"]) / "round-*"))
+        )
         if design == "bucketed":
             transitions = lab.bucketed_status_changes(
-                heartbeats, lab.BucketedHeartbeatProcessor(timeout_ms=TIMEOUT_MS), buckets=BUCKETS)
+                heartbeats, lab.BucketedHeartbeatProcessor(timeout_ms=TIMEOUT_MS), buckets=BUCKETS
+            )
         else:
-            transitions = lab.status_changes(heartbeats, lab.LeanHeartbeatProcessor(timeout_ms=TIMEOUT_MS))
-    query = (transitions.writeStream.foreachBatch(batch_writer(output))
-             .option("checkpointLocation", job["checkpoint"])
-             .trigger(processingTime=DEFAULT_TRIGGER).start())
+            transitions = lab.status_changes(
+                heartbeats, lab.LeanHeartbeatProcessor(timeout_ms=TIMEOUT_MS)
+            )
+    query = (
+        transitions.writeStream.foreachBatch(batch_writer(output))
+        .option("checkpointLocation", job["checkpoint"])
+        .trigger(processingTime=DEFAULT_TRIGGER)
+        .start()
+    )
     say("started")
     seen = set()
     while query.isActive:
@@ -96,9 +121,14 @@ def worker(job: dict) -> dict:
                 continue
             seen.add(p["batchId"])
             op = p["stateOperators"][0]
-            say("batch", batch=p["batchId"], rows=p["numInputRows"],
-                duration_ms=p["durationMs"]["triggerExecution"], rows_total=op["numRowsTotal"],
-                output_rows=op.get("numRowsUpdated"))
+            say(
+                "batch",
+                batch=p["batchId"],
+                rows=p["numInputRows"],
+                duration_ms=p["durationMs"]["triggerExecution"],
+                rows_total=op["numRowsTotal"],
+                output_rows=op.get("numRowsUpdated"),
+            )
             if job.get("exit_after_first") and p["numInputRows"]:
                 query.stop()
                 return {"batches": len(seen)}
@@ -108,9 +138,13 @@ def worker(job: dict) -> dict:
 
 def launch(job: dict, log: Path) -> tuple[subprocess.Popen, float]:
     launched = time.time()
-    process = subprocess.Popen([sys.executable, __file__, bench.WORKER_FLAG, json.dumps(job)],
-                               cwd=bench.ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT,
-                               env={**os.environ, "STREAMLAB_SPARK_MASTER": "local[2]"})
+    process = subprocess.Popen(
+        [sys.executable, __file__, bench.WORKER_FLAG, json.dumps(job)],
+        cwd=bench.ROOT,
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "STREAMLAB_SPARK_MASTER": "local[2]"},
+    )
     return process, launched
 
 
@@ -140,8 +174,12 @@ def wait_for(process: subprocess.Popen, log: Path, test, what: str, timeout: flo
 def measure(spark, design: str, machines: int) -> dict:
     """Run, kill -9 and restart one design's monitor; its figures."""
     work = Path(tempfile.mkdtemp(prefix=f"bench-restart-{design}-"))
-    job = {"input": str(work / "in"), "output": str(work / "out"),
-           "checkpoint": str(work / "checkpoint"), "design": design}
+    job = {
+        "input": str(work / "in"),
+        "output": str(work / "out"),
+        "checkpoint": str(work / "checkpoint"),
+        "design": design,
+    }
     start_s = time.time() + AHEAD_S
 
     def write(folder: Path, rounds: int, first: int = 0) -> None:
@@ -153,8 +191,12 @@ def measure(spark, design: str, machines: int) -> dict:
     write(work / "in", 3)
 
     first, _ = launch(job, work / "first.log")
-    wait_for(first, work / "first.log", lambda e: e["event"] == "batch" and e["batch"] >= 2,
-             "three batches")
+    wait_for(
+        first,
+        work / "first.log",
+        lambda e: e["event"] == "batch" and e["batch"] >= 2,
+        "three batches",
+    )
     write(work / "staging", 1, first=3)
     (work / "staging" / "round-003").rename(work / "in" / "round-003")
     first.send_signal(signal.SIGKILL)
@@ -162,8 +204,12 @@ def measure(spark, design: str, machines: int) -> dict:
     before = [e for e in events(work / "first.log") if e["event"] == "batch"]
 
     second, launched = launch({**job, "exit_after_first": True}, work / "second.log")
-    data = wait_for(second, work / "second.log", lambda e: e["event"] == "batch" and e["rows"],
-                    "the first batch with input")
+    data = wait_for(
+        second,
+        work / "second.log",
+        lambda e: e["event"] == "batch" and e["rows"],
+        "the first batch with input",
+    )
     second.wait(120)
     batch = next(e for e in events(work / "second.log") if e["event"] == "batch")
     marks = {e["event"]: e["at"] for e in events(work / "second.log")}
@@ -175,7 +221,8 @@ def measure(spark, design: str, machines: int) -> dict:
         "parts_seconds": {
             "process start and imports": round(marks["launched"] - launched, 2),
             "Spark session (JVM), the lab loading beside it": round(
-                marks["session"] - marks["launched"], 2),
+                marks["session"] - marks["launched"], 2
+            ),
             "query start": round(marks["started"] - marks["session"], 2),
             "wait for the first batch": round(batch["at"] - marks["started"] - first_batch_s, 2),
             "first batch": round(first_batch_s, 2),
@@ -201,37 +248,78 @@ def main() -> None:
         result = measure(spark, design, args.machines)
         runs.append(result)
         s = result["seconds"]
-        print(f"  {design:<9} launch -> session {s['launch_to_session']} s, query started "
-              f"{s['launch_to_started']} s, first batch {s['launch_to_first_batch']} s, "
-              f"first batch with input {s['launch_to_first_batch_with_input']} s", flush=True)
-        print("            parts: " + ", ".join(f"{part} {value} s"
-                                                for part, value in result["parts_seconds"].items()),
-              flush=True)
+        print(
+            f"  {design:<9} launch -> session {s['launch_to_session']} s, query started "
+            f"{s['launch_to_started']} s, first batch {s['launch_to_first_batch']} s, "
+            f"first batch with input {s['launch_to_first_batch_with_input']} s",
+            flush=True,
+        )
+        print(
+            "            parts: "
+            + ", ".join(f"{part} {value} s" for part, value in result["parts_seconds"].items()),
+            flush=True,
+        )
     chart = bench.bar_chart(
-        "restart_recovery", f"Restart after kill -9, {args.machines:,} machines in state",
-        [bar for r in runs for bar in (
-            [(f"{r['design']}: {part}", value) for part, value in r["parts_seconds"].items()]
-            + [(f"{r['design']}: launch to first batch", r["seconds"]["launch_to_first_batch"])])], "s",
-        reference=("target 15 s", 15.0), note="from the launch of a new process: new JVM and "
-                                              "Python workers, RocksDB state from the checkpoint; 2 cores")
+        "restart_recovery",
+        f"Restart after kill -9, {args.machines:,} machines in state",
+        [
+            bar
+            for r in runs
+            for bar in (
+                [(f"{r['design']}: {part}", value) for part, value in r["parts_seconds"].items()]
+                + [(f"{r['design']}: launch to first batch", r["seconds"]["launch_to_first_batch"])]
+            )
+        ],
+        "s",
+        reference=("target 15 s", 15.0),
+        note="from the launch of a new process: new JVM and "
+        "Python workers, RocksDB state from the checkpoint; 2 cores",
+    )
     targets = []
     for r in runs:
         s, name = r["seconds"], DESIGNS[r["design"]]
         targets += [
-            bench.target(f"restart to first completed batch, {name}", s["launch_to_first_batch"],
-                         "s", "<= 15", s["launch_to_first_batch"] <= 15),
-            bench.target(f"of which: query start to first batch, {name}",
-                         s["started_to_first_batch"], "s", "report", None),
-            bench.target(f"restart to first batch with input, {name}",
-                         s["launch_to_first_batch_with_input"], "s", "report", None)]
-        targets += [bench.target(f"of which: {part}, {name}", value, "s", "report", None)
-                    for part, value in r["parts_seconds"].items()]
+            bench.target(
+                f"restart to first completed batch, {name}",
+                s["launch_to_first_batch"],
+                "s",
+                "<= 15",
+                s["launch_to_first_batch"] <= 15,
+            ),
+            bench.target(
+                f"of which: query start to first batch, {name}",
+                s["started_to_first_batch"],
+                "s",
+                "report",
+                None,
+            ),
+            bench.target(
+                f"restart to first batch with input, {name}",
+                s["launch_to_first_batch_with_input"],
+                "s",
+                "report",
+                None,
+            ),
+        ]
+        targets += [
+            bench.target(f"of which: {part}, {name}", value, "s", "report", None)
+            for part, value in r["parts_seconds"].items()
+        ]
     bench.write_result(
-        "restart_recovery", "Restart recovery after kill -9",
-        {"machines": args.machines, "trigger": "500 ms", "buckets": BUCKETS, "timeout_ms": TIMEOUT_MS,
-         "designs": {d: DESIGNS[d] for d in args.designs},
-         "state_store": "RocksDB, changelog checkpointing"},
-        {"machines": args.machines, "runs": runs}, targets, [chart])
+        "restart_recovery",
+        "Restart recovery after kill -9",
+        {
+            "machines": args.machines,
+            "trigger": "500 ms",
+            "buckets": BUCKETS,
+            "timeout_ms": TIMEOUT_MS,
+            "designs": {d: DESIGNS[d] for d in args.designs},
+            "state_store": "RocksDB, changelog checkpointing",
+        },
+        {"machines": args.machines, "runs": runs},
+        targets,
+        [chart],
+    )
 
 
 if __name__ == "__main__":

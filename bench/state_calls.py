@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common as bench  # noqa: E402
-from pyspark.sql.streaming import StatefulProcessor  # noqa: E402
+import _common as bench
+from pyspark.sql.streaming import StatefulProcessor
 
 CALLS = (0, 1, 2, 3)
 
@@ -53,7 +53,8 @@ def measure(heartbeats, calls: int, rounds: int) -> dict:
     from streamlab.monitor import lab04_solution
 
     out = heartbeats.groupBy("machine_name").transformWithState(
-        Calls(calls), lab04_solution().STATUS_SCHEMA, "Append", "ProcessingTime")
+        Calls(calls), lab04_solution().STATUS_SCHEMA, "Append", "ProcessingTime"
+    )
     return {"calls": calls, **bench.steady_state(out, rounds)}
 
 
@@ -72,21 +73,40 @@ def main() -> None:
         for calls in CALLS:
             result = measure(bench.heartbeat_rounds_stream(spark, folder), calls, args.rounds)
             runs.append(result)
-            print(f"  {calls} state call(s) per heartbeat: "
-                  f"{result['steady_events_per_second']:>7,} heartbeats/s", flush=True)
+            print(
+                f"  {calls} state call(s) per heartbeat: "
+                f"{result['steady_events_per_second']:>7,} heartbeats/s",
+                flush=True,
+            )
     rate = {r["calls"]: r["steady_events_per_second"] for r in runs}
     chart = bench.bar_chart(
-        "state_calls", f"Heartbeats per second by state calls per heartbeat, {args.machines:,} machines",
-        [(f"{c} state call{'s' if c != 1 else ''}", rate[c]) for c in CALLS], "heartbeats/s",
-        note="transformWithState, row API, RocksDB, steady state; 2 cores, local[2]")
+        "state_calls",
+        f"Heartbeats per second by state calls per heartbeat, {args.machines:,} machines",
+        [(f"{c} state call{'s' if c != 1 else ''}", rate[c]) for c in CALLS],
+        "heartbeats/s",
+        note="transformWithState, row API, RocksDB, steady state; 2 cores, local[2]",
+    )
     bench.write_result(
-        "state_calls", "What a state call costs",
-        {"machines": args.machines, "rounds": args.rounds,
-         "calls": {0: "none", 1: "get", 2: "get, update", 3: "get, update, exists"}},
+        "state_calls",
+        "What a state call costs",
+        {
+            "machines": args.machines,
+            "rounds": args.rounds,
+            "calls": {0: "none", 1: "get", 2: "get, update", 3: "get, update, exists"},
+        },
         {"runs": runs},
-        [bench.target(f"heartbeats/s with {c} state call(s) per heartbeat", rate[c], "ev/s",
-                      "report", None) for c in CALLS],
-        [chart])
+        [
+            bench.target(
+                f"heartbeats/s with {c} state call(s) per heartbeat",
+                rate[c],
+                "ev/s",
+                "report",
+                None,
+            )
+            for c in CALLS
+        ],
+        [chart],
+    )
 
 
 if __name__ == "__main__":

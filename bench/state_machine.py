@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common as bench  # noqa: E402
+import _common as bench
 
 DESIGNS = {
     "r": "transformWithState (lab 05, the reference)",
@@ -51,22 +51,31 @@ def query(design: str, heartbeats, lab03, lab04):
         return lab04.status_changes(heartbeats, lab04.LeanHeartbeatProcessor(timeout_ms=60_000))
     if design == "b":
         return lab03.seed_status(heartbeats, lab03.heartbeat_state_transition)
-    return (heartbeats.withWatermark("event_time", "2 seconds")
-            .groupBy("machine_name", F.session_window("event_time", "5 seconds")).count())
+    return (
+        heartbeats.withWatermark("event_time", "2 seconds")
+        .groupBy("machine_name", F.session_window("event_time", "5 seconds"))
+        .count()
+    )
 
 
-def measure(spark, design: str, folder: Path, machines: int, rounds: int, lab03, lab04, lab05) -> dict:
+def measure(
+    spark, design: str, folder: Path, machines: int, rounds: int, lab03, lab04, lab05
+) -> dict:
     if design == "r":
         # Written just before it is read, two minutes ahead of the wall clock: no deadline
         # passes while the rounds are read.
         hub_folder = folder.with_name(folder.name + "-hub")
         bench.write_hub_rounds(spark, hub_folder, machines, rounds, start_s=time.time() + 120)
-        out = lab05.catch_up_changes(bench.hub_rounds_stream(spark, hub_folder),
-                                     lab05.CatchUpProcessor(timeout_ms=60_000))
+        out = lab05.catch_up_changes(
+            bench.hub_rounds_stream(spark, hub_folder), lab05.CatchUpProcessor(timeout_ms=60_000)
+        )
         return {"design": design, "machines": machines, **bench.steady_state(out, rounds)}
     out = query(design, bench.heartbeat_rounds_stream(spark, folder), lab03, lab04)
-    return {"design": design, "machines": machines,
-            **bench.steady_state(out, rounds, "append" if design != "b" else "update")}
+    return {
+        "design": design,
+        "machines": machines,
+        **bench.steady_state(out, rounds, "append" if design != "b" else "update"),
+    }
 
 
 def main() -> None:
@@ -94,36 +103,76 @@ def main() -> None:
             for design in args.designs:
                 result = measure(spark, design, folder, machines, args.rounds, lab03, lab04, lab05)
                 results.append(result)
-                print(f"  {machines:>7,} machines  ({design}) {DESIGNS[design]:<42} "
-                      f"{result['steady_events_per_second']:>9,} heartbeats/s", flush=True)
+                print(
+                    f"  {machines:>7,} machines  ({design}) {DESIGNS[design]:<42} "
+                    f"{result['steady_events_per_second']:>9,} heartbeats/s",
+                    flush=True,
+                )
 
     def rate(design: str, machines: int) -> int:
-        return next(r["steady_events_per_second"] for r in results
-                    if r["design"] == design and r["machines"] == machines)
+        return next(
+            r["steady_events_per_second"]
+            for r in results
+            if r["design"] == design and r["machines"] == machines
+        )
 
-    ratios = {m: {f"{x}_over_{d}": round(rate(x, m) / rate(d, m), 2)
-                  for x in ("r", "a") if x in args.designs for d in args.designs if d not in ("r", x)}
-              for m in args.machines}
+    ratios = {
+        m: {
+            f"{x}_over_{d}": round(rate(x, m) / rate(d, m), 2)
+            for x in ("r", "a")
+            if x in args.designs
+            for d in args.designs
+            if d not in ("r", x)
+        }
+        for m in args.machines
+    }
     largest = max(args.machines)
-    charts = [bench.bar_chart(
-        "state_machine", f"Heartbeats per second in the steady state, {largest:,} machines",
-        [(DESIGNS[d].split(" (")[0] + f" ({d})", rate(d, largest)) for d in args.designs],
-        "heartbeats/s", note="2 cores, local[2], RocksDB state store, noop sink; (r) the reference "
-                             "monitor's (lab 05), (a) lab 04, (b) the seed's design, (c) JVM-only ceiling")]
+    charts = [
+        bench.bar_chart(
+            "state_machine",
+            f"Heartbeats per second in the steady state, {largest:,} machines",
+            [(DESIGNS[d].split(" (")[0] + f" ({d})", rate(d, largest)) for d in args.designs],
+            "heartbeats/s",
+            note="2 cores, local[2], RocksDB state store, noop sink; (r) the reference "
+            "monitor's (lab 05), (a) lab 04, (b) the seed's design, (c) JVM-only ceiling",
+        )
+    ]
     targets = []
     for m, ratio in ratios.items():
         if "r_over_b" in ratio:
-            targets.append(bench.target(f"(r) / (b) at {m:,} machines", ratio["r_over_b"], "x",
-                                        ">= 3", ratio["r_over_b"] >= 3))
+            targets.append(
+                bench.target(
+                    f"(r) / (b) at {m:,} machines",
+                    ratio["r_over_b"],
+                    "x",
+                    ">= 3",
+                    ratio["r_over_b"] >= 3,
+                )
+            )
     for m, ratio in ratios.items():
-        targets += [bench.target(f"({key[0]}) / ({key[-1]}) at {m:,} machines", value, "x", "report", None)
-                    for key, value in ratio.items() if key != "r_over_b"]
-    targets += [bench.target(f"({d}) heartbeats/s at {m:,} machines", rate(d, m), "ev/s", "report",
-                             None) for d in args.designs for m in args.machines]
-    bench.write_result("state_machine", "State machine throughput",
-                       {"rounds": args.rounds, "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
-                        "timeout_ms": 60_000, "designs": {d: DESIGNS[d] for d in args.designs}},
-                       {"runs": results, "ratios": ratios}, targets, charts)
+        targets += [
+            bench.target(f"({key[0]}) / ({key[-1]}) at {m:,} machines", value, "x", "report", None)
+            for key, value in ratio.items()
+            if key != "r_over_b"
+        ]
+    targets += [
+        bench.target(f"({d}) heartbeats/s at {m:,} machines", rate(d, m), "ev/s", "report", None)
+        for d in args.designs
+        for m in args.machines
+    ]
+    bench.write_result(
+        "state_machine",
+        "State machine throughput",
+        {
+            "rounds": args.rounds,
+            "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+            "timeout_ms": 60_000,
+            "designs": {d: DESIGNS[d] for d in args.designs},
+        },
+        {"runs": results, "ratios": ratios},
+        targets,
+        charts,
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ __all__ = ["REPO_ROOT", "JavaNotFoundError", "spark_session", "stop_spark_sessio
 
 def load_ipython_extension(ipython) -> None:
     """``%load_ext streamlab``: the ``%check`` magic (:mod:`streamlab.grading.magic`)."""
-    from streamlab.cell_runs import install
+    from streamlab.grading.cell_history import install
 
     install(ipython)
 

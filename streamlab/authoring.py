@@ -10,9 +10,15 @@ A solution notebook marks its exercises in two ways:
   ``nox -s hint`` and ``raise NotImplementedError("exercise 4.2 is not done yet")`` at the
   same indentation. The stub never carries a hint: hints are shown on demand.
 
+A **proof cell** shows a claim about Spark: its first comment line is ``# NBVAL_CHECK_OUTPUT``
+and ``solutions/`` keeps its recorded output, which the test session (nbval) compares with a
+fresh run, so a Spark upgrade that changes the behaviour fails CI. ``labs/`` never carries
+outputs: a learner who is asked to predict sees Spark's answer only when they run the cell.
+
 Run ``python -m streamlab.authoring`` (``nox -s author``) after editing a solution: it strips
-outputs from ``solutions/`` and rewrites ``labs/``. ``--check`` changes nothing and exits 1
-when a notebook is stale or carries outputs.
+outputs (but proof cells') from ``solutions/`` and rewrites ``labs/``. ``--record 02`` runs
+lab 02's solution notebook and records its proof cells' outputs. ``--check`` changes nothing
+and exits 1 when a notebook is stale, carries outputs, or has a proof cell with none.
 """
 
 from __future__ import annotations
@@ -27,11 +33,14 @@ import nbformat
 
 from streamlab.paths import REPO_ROOT
 from streamlab.registry import Lab, labs
+from streamlab.registry import lab as registry_lab
 
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
 LABS_DIR = REPO_ROOT / "labs"
 
 EXERCISE_TAG = re.compile(r"^exercise-(\d+\.\d+)$")
+#: nbval's marker of a cell whose output is compared: the course's proof cells.
+PROOF_MARKER = "NBVAL_CHECK_OUTPUT"
 SETUP_TAG = "graded-setup"
 _BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION\s*$")
 _END = re.compile(r"^\s*# END SOLUTION\s*$")
@@ -64,17 +73,45 @@ def is_graded(cell: nbformat.NotebookNode) -> bool:
     return exercise_id(cell) is not None or SETUP_TAG in cell.metadata.get("tags", [])
 
 
-def strip_outputs(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A copy without outputs, execution counts or widget state."""
+def is_proof(cell: nbformat.NotebookNode) -> bool:
+    """True for a proof cell: a code cell with a ``# NBVAL_CHECK_OUTPUT`` comment line."""
+    if cell.cell_type != "code":
+        return False
+    return any(
+        line.strip().startswith("#") and line.strip().lstrip("#").strip() == PROOF_MARKER
+        for line in cell.source.splitlines()
+    )
+
+
+def strip_outputs(
+    notebook: nbformat.NotebookNode, *, keep_proofs: bool = False
+) -> nbformat.NotebookNode:
+    """A copy without outputs, execution counts or widget state.
+
+    With ``keep_proofs``, proof cells keep their outputs. Their execution count is always 1:
+    nbval skips a cell with outputs and no count ("unrun"), and a real count would change
+    with every cell added above it.
+    """
     clean = copy.deepcopy(notebook)
     clean.metadata.pop("widgets", None)
     for cell in clean.cells:
         for key in _VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
         if cell.cell_type == "code":
-            cell.outputs = []
             cell.execution_count = None
+            if keep_proofs and is_proof(cell) and cell.outputs:
+                cell.execution_count = 1
+                for output in cell.outputs:
+                    if "execution_count" in output:
+                        output.execution_count = 1
+            else:
+                cell.outputs = []
     return clean
+
+
+def unrecorded_proofs(notebook: nbformat.NotebookNode) -> list[int]:
+    """The 1-based positions of proof cells that have no recorded output."""
+    return [n for n, cell in enumerate(notebook.cells, 1) if is_proof(cell) and not cell.outputs]
 
 
 def stub_source(source: str, exercise: str, title: str, where: str) -> str:
@@ -88,8 +125,9 @@ def stub_source(source: str, exercise: str, title: str, where: str) -> str:
             continue
         indent = _BEGIN.match(text[0]).group("indent")
         out.append(f"{indent}# TODO: exercise {exercise}, {title[0].lower()}{title[1:]}.")
-        out.append(f"{indent}# Stuck? `nox -s hint -- {exercise}` shows a hint, "
-                   "one more each time.")
+        out.append(
+            f"{indent}# Stuck? `nox -s hint -- {exercise}` shows a hint, one more each time."
+        )
         out.append(f'{indent}raise NotImplementedError("{NOT_DONE.format(id=exercise)}")')
         regions += 1
     if regions == 0:
@@ -119,15 +157,16 @@ def _split(source: str, where: str) -> list[tuple[str, list[str]]]:
         end = next((j for j in range(i + 1, len(lines)) if _END.match(lines[j])), None)
         if end is None:
             raise AuthoringError(f"{where}: '# BEGIN SOLUTION' is never closed")
-        parts.append(("solution", lines[i:end + 1]))
+        parts.append(("solution", lines[i : end + 1]))
         i = end + 1
     return parts
 
 
 def without_markers(source: str) -> str:
     """The solved code as a reader should see it: the region markers removed."""
-    return "\n".join(line for line in source.splitlines()
-                     if not (_BEGIN.match(line) or _END.match(line)))
+    return "\n".join(
+        line for line in source.splitlines() if not (_BEGIN.match(line) or _END.match(line))
+    )
 
 
 def make_lab_notebook(solution: nbformat.NotebookNode, lab: Lab) -> nbformat.NotebookNode:
@@ -163,10 +202,12 @@ def sync(check: bool, root: Path = REPO_ROOT) -> list[str]:
     for lab in labs():
         source_path = lab.notebook(root / "solutions")
         if not source_path.exists():
-            raise AuthoringError(f"course.toml lists lab {lab.id}, but "
-                                 f"{source_path.relative_to(root)} does not exist")
+            raise AuthoringError(
+                f"course.toml lists lab {lab.id}, but "
+                f"{source_path.relative_to(root)} does not exist"
+            )
         solution = nbformat.read(source_path, as_version=4)
-        clean = _text(strip_outputs(solution))
+        clean = _text(strip_outputs(solution, keep_proofs=True))
         if source_path.read_text(encoding="utf-8") != clean:
             problems.append(f"{source_path.relative_to(root)} has outputs or run metadata")
             if not check:
@@ -181,26 +222,89 @@ def sync(check: bool, root: Path = REPO_ROOT) -> list[str]:
     return problems
 
 
+def record(path: Path, *, echo=print) -> int:
+    """Run the notebook at ``path`` top to bottom and keep its proof cells' outputs.
+
+    Every other output is dropped, as :func:`sync` would. Returns the number of proof cells.
+    """
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(path, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    done = 0
+
+    def executed(cell, cell_index, execute_reply) -> None:
+        nonlocal done
+        done += 1
+        if done % 5 == 0 or done == len(code):
+            echo(f"  {path.name}: {done} of {len(code)} code cells run")
+
+    client = NotebookClient(
+        notebook,
+        timeout=1200,
+        kernel_name=notebook.metadata.get("kernelspec", {}).get("name", "python3"),
+        resources={"metadata": {"path": str(path.parent)}},
+        on_cell_executed=executed,
+    )
+    client.execute()
+    path.write_text(_text(strip_outputs(notebook, keep_proofs=True)), encoding="utf-8")
+    return sum(is_proof(cell) for cell in notebook.cells)
+
+
+def unrecorded(root: Path = REPO_ROOT) -> list[str]:
+    """A sentence per solution notebook that has proof cells without a recorded output."""
+    found = []
+    for lab in labs():
+        path = lab.notebook(root / "solutions")
+        cells = unrecorded_proofs(nbformat.read(path, as_version=4))
+        if cells:
+            found.append(
+                f"{path.relative_to(root)}: proof cell(s) {', '.join(map(str, cells))} have no "
+                f"recorded output; run `nox -s author -- --record {lab.id}`"
+            )
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m streamlab.authoring", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true",
-                        help="change nothing; exit 1 if labs/ is stale or solutions/ has outputs")
+    parser = argparse.ArgumentParser(
+        prog="python -m streamlab.authoring",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 1 if labs/ is stale or solutions/ has outputs",
+    )
+    parser.add_argument(
+        "--record",
+        nargs="+",
+        metavar="LAB",
+        help="run these labs' solution notebooks and record their proof cells' outputs",
+    )
     args = parser.parse_args(argv)
     try:
+        for lab_id in args.record or []:
+            lab = registry_lab(lab_id)
+            print(f"recording lab {lab.id}'s proof cells (runs the whole notebook)...")
+            proofs = record(lab.notebook(SOLUTIONS_DIR))
+            print(f"lab {lab.id}: {proofs} proof cell(s) recorded")
         problems = sync(check=args.check)
     except AuthoringError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    missing = unrecorded()
     if args.check and problems:
         for problem in problems:
             print(f"  {problem}")
         print("Run `nox -s author` to regenerate labs/ from solutions/.")
-        return 1
-    for problem in problems:
-        print(f"updated: {problem}")
-    print("labs/ is up to date with solutions/.")
-    return 0
+    else:
+        for problem in problems:
+            print(f"updated: {problem}")
+        print("labs/ is up to date with solutions/.")
+    for problem in missing:
+        print(f"  {problem}")
+    return 1 if missing or (args.check and problems) else 0
 
 
 if __name__ == "__main__":

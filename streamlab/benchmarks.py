@@ -9,7 +9,7 @@ with its figures, the machine it ran on, and a list of targets::
      "charts": ["latency.svg"]}
 
 ``publish`` copies results and charts into ``site/benchmarks/``, where the website's
-``<!-- benchmarks -->`` marker turns them into tables and charts (see ``streamlab.website``).
+``<!-- benchmarks -->`` marker turns them into tables and charts (see ``streamlab.mkdocs_hooks``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,22 @@ RESULTS_DIR = BUILD_DIR / "bench"
 PUBLISHED_DIR = REPO_ROOT / "site" / "benchmarks"
 
 #: The order results are shown in: the issue's seven measurements, then the emulator's own.
-ORDER = ["latency", "batch_breakdown", "batch_floor", "state_machine", "state_calls",
-         "fleet_capacity", "state_providers", "changelog", "restart_recovery", "learner_loop",
-         "hub_throughput", "eventhubs_ingest", "cluster_ingest", "delta_sink"]
+ORDER = [
+    "latency",
+    "batch_breakdown",
+    "batch_floor",
+    "state_machine",
+    "state_calls",
+    "fleet_capacity",
+    "state_providers",
+    "changelog",
+    "restart_recovery",
+    "learner_loop",
+    "hub_throughput",
+    "eventhubs_ingest",
+    "cluster_ingest",
+    "delta_sink",
+]
 
 
 class BenchmarkError(ValueError):
@@ -45,7 +58,9 @@ def load(folder: Path) -> list[dict]:
             raise BenchmarkError(f"{path} is not JSON: {error}") from None
         missing = {"name", "title", "machine", "targets"} - set(result)
         if missing:
-            raise BenchmarkError(f"{path} has no {', '.join(sorted(missing))}: not a benchmark result")
+            raise BenchmarkError(
+                f"{path} has no {', '.join(sorted(missing))}: not a benchmark result"
+            )
         results.append(result)
     rank = {name: i for i, name in enumerate(ORDER)}
     return sorted(results, key=lambda r: (rank.get(r["name"], len(ORDER)), r["name"]))
@@ -67,38 +82,58 @@ def text_table(results: list[dict]) -> str:
     lines = [f"{'benchmark':<18} {'figure':<60} {'value':>12} {'unit':<8} {'target':<10} verdict"]
     for result in results:
         for row in result["targets"]:
-            lines.append(f"{result['name']:<18} {row['figure']:<60} {value_text(row):>12} "
-                         f"{row['unit']:<8} {row['target']:<10} {verdict(row)}")
+            lines.append(
+                f"{result['name']:<18} {row['figure']:<60} {value_text(row):>12} "
+                f"{row['unit']:<8} {row['target']:<10} {verdict(row)}"
+            )
     goals = [row for result in results for row in result["targets"] if row["met"] is not None]
     met = sum(row["met"] for row in goals)
-    lines.append(f"{met} of {len(goals)} targets met" + (
-        f"; missed: {', '.join(r['figure'] for r in goals if not r['met'])}" if met < len(goals) else ""))
+    lines.append(
+        f"{met} of {len(goals)} targets met"
+        + (
+            f"; missed: {', '.join(r['figure'] for r in goals if not r['met'])}"
+            if met < len(goals)
+            else ""
+        )
+    )
     return "\n".join(lines)
 
 
 def machine_line(machine: dict) -> str:
-    parts = [f"{machine.get('cores', '?')} cores", f"{machine.get('memory_gib', '?')} GiB",
-             f"Python {machine.get('python', '?')}", f"PySpark {machine.get('pyspark', '?')}",
-             f"azure-eventhub {machine.get('azure-eventhub', '?')}", machine.get("java", "")]
+    parts = [
+        f"{machine.get('cores', '?')} cores",
+        f"{machine.get('memory_gib', '?')} GiB",
+        f"Python {machine.get('python', '?')}",
+        f"PySpark {machine.get('pyspark', '?')}",
+        f"azure-eventhub {machine.get('azure-eventhub', '?')}",
+        machine.get("java", ""),
+    ]
     return ", ".join(p for p in parts if p)
 
 
 def markdown_section(result: dict, chart_prefix: str | None = "") -> str:
     """One benchmark as markdown: heading, machine, table of targets, and its charts as
     images under ``chart_prefix`` (none when it is None)."""
-    rows = [f"| {row['figure']} | {value_text(row)} {row['unit']} | {row['target']} | "
-            f"{'**MISSED**' if row['met'] is False else verdict(row)} |"
-            for row in result["targets"]]
-    charts = [] if chart_prefix is None else [
-        f"![{result['title']}]({chart_prefix}{chart})" for chart in result.get("charts", [])]
+    rows = [
+        f"| {row['figure']} | {value_text(row)} {row['unit']} | {row['target']} | "
+        f"{'**MISSED**' if row['met'] is False else verdict(row)} |"
+        for row in result["targets"]
+    ]
+    charts = (
+        []
+        if chart_prefix is None
+        else [f"![{result['title']}]({chart_prefix}{chart})" for chart in result.get("charts", [])]
+    )
     command = f"`nox -s bench -- {result.get('script', result['name'])}`"
-    return "\n\n".join([
-        f"### {result['title']}",
-        f"Measured {result.get('measured_at', '')} on {machine_line(result['machine'])}; "
-        f"reproduce with {command}.",
-        "\n".join(["| figure | value | target | verdict |", "|---|---|---|---|", *rows]),
-        *charts,
-    ])
+    return "\n\n".join(
+        [
+            f"### {result['title']}",
+            f"Measured {result.get('measured_at', '')} on {machine_line(result['machine'])}; "
+            f"reproduce with {command}.",
+            "\n".join(["| figure | value | target | verdict |", "|---|---|---|---|", *rows]),
+            *charts,
+        ]
+    )
 
 
 def show(*names: str, folder: Path = PUBLISHED_DIR) -> None:
@@ -139,8 +174,14 @@ def publish(source: Path = RESULTS_DIR, target: Path = PUBLISHED_DIR) -> list[Pa
 # -- micro-batch breakdown -------------------------------------------------------------------------
 
 #: The parts of a micro-batch's ``durationMs``, in the order Spark runs them.
-BATCH_PARTS = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch",
-               "commitOffsets")
+BATCH_PARTS = (
+    "latestOffset",
+    "getBatch",
+    "queryPlanning",
+    "walCommit",
+    "addBatch",
+    "commitOffsets",
+)
 
 
 def batch_parts(progress: dict) -> dict[str, float]:
@@ -207,8 +248,10 @@ def _number(value: float) -> str:
 
 def _text(x: float, y: float, lines: list[str], size: float, step: float, **attributes) -> str:
     extra = "".join(f' {name.replace("_", "-")}="{value}"' for name, value in attributes.items())
-    spans = "".join(f'<tspan x="{x:.1f}" dy="{0 if i == 0 else step}">{escape(line)}</tspan>'
-                    for i, line in enumerate(lines))
+    spans = "".join(
+        f'<tspan x="{x:.1f}" dy="{0 if i == 0 else step}">{escape(line)}</tspan>'
+        for i, line in enumerate(lines)
+    )
     return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}"{extra}>{spans}</text>'
 
 
@@ -218,12 +261,22 @@ class _Frame:
 
     line_h, bar_gap = 16, 12
 
-    def __init__(self, title: str, labels: list[str], totals: list[float], unit: str,
-                 reference: tuple[str, float] | None, note: str) -> None:
+    def __init__(
+        self,
+        title: str,
+        labels: list[str],
+        totals: list[float],
+        unit: str,
+        reference: tuple[str, float] | None,
+        note: str,
+    ) -> None:
         self.labels = [_wrap(label, _FONT, _LABEL_MAX) for label in labels]
         self.values = [f"{_number(total)} {unit}" for total in totals]
-        self.left = _PAD + max([text_width(line, _FONT) for lines in self.labels
-                                for line in lines] + [40]) + 10
+        self.left = (
+            _PAD
+            + max([text_width(line, _FONT) for lines in self.labels for line in lines] + [40])
+            + 10
+        )
         right = max([text_width(v, _FONT) for v in self.values] + [40]) + 6 + _PAD
         self.reference = reference
         self.ref_text = text_width(reference[0], _FONT) if reference else 0
@@ -234,7 +287,7 @@ class _Frame:
         self.top = 26 + 20 * (len(self.title_lines) - 1) + 26 + (8 if reference else 0)
         plot = self.width - self.left - right
         self.scale = plot / max(list(totals) + ([reference[1]] if reference else []) + [1e-9])
-        self.bottom = (self.top + sum(self.heights) + self.bar_gap * len(labels) - self.bar_gap)
+        self.bottom = self.top + sum(self.heights) + self.bar_gap * len(labels) - self.bar_gap
 
     def reference_line(self) -> list[str]:
         """The dashed vertical line of the reference and its label, if there is one."""
@@ -242,21 +295,37 @@ class _Frame:
             return []
         x = self.left + self.reference[1] * self.scale
         anchor_x = min(max(x, self.left + self.ref_text / 2), self.width - _PAD - self.ref_text / 2)
-        return [f'<line x1="{x:.1f}" y1="{self.top - 8}" x2="{x:.1f}" y2="{self.bottom + 4}" '
-                'stroke="#d32f2f" stroke-width="2" stroke-dasharray="6,4"/>',
-                _text(anchor_x, self.top - 12, [self.reference[0]], _FONT, self.line_h,
-                      fill="#d32f2f", text_anchor="middle")]
+        return [
+            f'<line x1="{x:.1f}" y1="{self.top - 8}" x2="{x:.1f}" y2="{self.bottom + 4}" '
+            'stroke="#d32f2f" stroke-width="2" stroke-dasharray="6,4"/>',
+            _text(
+                anchor_x,
+                self.top - 12,
+                [self.reference[0]],
+                _FONT,
+                self.line_h,
+                fill="#d32f2f",
+                text_anchor="middle",
+            ),
+        ]
 
 
-def bar_chart_svg(title: str, bars: list[tuple[str, float]], unit: str, *,
-                  reference: tuple[str, float] | None = None, note: str = "") -> str:
+def bar_chart_svg(
+    title: str,
+    bars: list[tuple[str, float]],
+    unit: str,
+    *,
+    reference: tuple[str, float] | None = None,
+    note: str = "",
+) -> str:
     """A horizontal bar chart as SVG text, every label inside the picture.
 
     ``reference`` draws a dashed vertical line (a target, or a ceiling) with its label. Long
     labels, titles and notes wrap between words; the picture grows to fit them, never clips.
     """
-    f = _Frame(title, [label for label, _ in bars], [value for _, value in bars], unit,
-               reference, note)
+    f = _Frame(
+        title, [label for label, _ in bars], [value for _, value in bars], unit, reference, note
+    )
     labels, values, heights, line_h, bar_gap = f.labels, f.values, f.heights, f.line_h, f.bar_gap
     left, width, top, scale, bottom = f.left, f.width, f.top, f.scale, f.bottom
     title_lines, note_lines = f.title_lines, f.note_lines
@@ -273,8 +342,10 @@ def bar_chart_svg(title: str, bars: list[tuple[str, float]], unit: str, *,
         middle = y + bar_h / 2
         first = middle + 4.5 - line_h * (len(lines) - 1) / 2
         parts.append(_text(left - 10, first, lines, _FONT, line_h, text_anchor="end"))
-        parts.append(f'<rect x="{left:.1f}" y="{y:.1f}" width="{w:.1f}" height="{bar_h}" '
-                     f'fill="{_PALETTE[i % len(_PALETTE)]}"/>')
+        parts.append(
+            f'<rect x="{left:.1f}" y="{y:.1f}" width="{w:.1f}" height="{bar_h}" '
+            f'fill="{_PALETTE[i % len(_PALETTE)]}"/>'
+        )
         parts.append(_text(left + w + 6, middle + 4.5, [text], _FONT, line_h))
         y += bar_h + bar_gap
     parts += f.reference_line()
@@ -284,9 +355,14 @@ def bar_chart_svg(title: str, bars: list[tuple[str, float]], unit: str, *,
     return "\n".join(parts) + "\n"
 
 
-def stacked_bar_chart_svg(title: str, bars: list[tuple[str, list[tuple[str, float]]]],
-                          unit: str, *, reference: tuple[str, float] | None = None,
-                          note: str = "") -> str:
+def stacked_bar_chart_svg(
+    title: str,
+    bars: list[tuple[str, list[tuple[str, float]]]],
+    unit: str,
+    *,
+    reference: tuple[str, float] | None = None,
+    note: str = "",
+) -> str:
     """A horizontal stacked bar chart as SVG text: one bar per label, one segment per part.
 
     ``bars`` is ``[(label, [(part, value), ...]), ...]``; a part has the same colour in every
@@ -297,8 +373,14 @@ def stacked_bar_chart_svg(title: str, bars: list[tuple[str, list[tuple[str, floa
     for _, segments in bars:
         names += [name for name, _ in segments if name not in names]
     colours = {name: _STACK_PALETTE[i % len(_STACK_PALETTE)] for i, name in enumerate(names)}
-    f = _Frame(title, [label for label, _ in bars],
-               [sum(value for _, value in segments) for _, segments in bars], unit, reference, note)
+    f = _Frame(
+        title,
+        [label for label, _ in bars],
+        [sum(value for _, value in segments) for _, segments in bars],
+        unit,
+        reference,
+        note,
+    )
     labels, values, heights, line_h, bar_gap = f.labels, f.values, f.heights, f.line_h, f.bar_gap
     left, width, top, scale, bottom = f.left, f.width, f.top, f.scale, f.bottom
     title_lines, note_lines = f.title_lines, f.note_lines
@@ -308,8 +390,9 @@ def stacked_bar_chart_svg(title: str, bars: list[tuple[str, list[tuple[str, floa
         item = 14 + 6 + text_width(name, _FONT) + 18
         if x > _PAD and x + item > width - _PAD:
             x, y = _PAD, y + 20
-        legend.append(f'<rect x="{x:.1f}" y="{y - 11:.1f}" width="14" height="14" '
-                      f'fill="{colours[name]}"/>')
+        legend.append(
+            f'<rect x="{x:.1f}" y="{y - 11:.1f}" width="14" height="14" fill="{colours[name]}"/>'
+        )
         legend.append(_text(x + 20, y, [name], _FONT, line_h))
         x += item
     legend_bottom = y + 8 if names else bottom
@@ -329,9 +412,11 @@ def stacked_bar_chart_svg(title: str, bars: list[tuple[str, list[tuple[str, floa
         x = left
         for name, value in segments:
             w = value * scale
-            parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{bar_h}" '
-                         f'fill="{colours[name]}"><title>{escape(name)}: {_number(value)} '
-                         f'{escape(unit)}</title></rect>')
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{bar_h}" '
+                f'fill="{colours[name]}"><title>{escape(name)}: {_number(value)} '
+                f"{escape(unit)}</title></rect>"
+            )
             x += w
         parts.append(_text(x + 6, middle + 4.5, [text], _FONT, line_h))
         y += bar_h + bar_gap
@@ -360,8 +445,11 @@ def chart_data(svg: str) -> dict:
     note = next((words(t) for t in texts if t.get("fill") == "#555"), "")
     labels = [words(t) for t in texts if t.get("text-anchor") == "end"]
     reference_label = next((words(t) for t in texts if t.get("fill") == "#d32f2f"), None)
-    value_texts = [words(t) for t in texts if t.get("font-weight") != "bold"
-                   and t.get("fill") is None and t.get("text-anchor") is None]
+    value_texts = [
+        words(t)
+        for t in texts
+        if t.get("font-weight") != "bold" and t.get("fill") is None and t.get("text-anchor") is None
+    ]
     bars, unit = [], ""
     for label, text in zip(labels, value_texts):
         number, unit = text.split(" ", 1)
@@ -389,7 +477,14 @@ def redraw(folder: Path = PUBLISHED_DIR) -> list[Path]:
             if 'data-chart="stacked"' in path.read_text():
                 continue
             data = chart_data(path.read_text())
-            path.write_text(bar_chart_svg(data["title"], data["bars"], data["unit"],
-                                          reference=data["reference"], note=data["note"]))
+            path.write_text(
+                bar_chart_svg(
+                    data["title"],
+                    data["bars"],
+                    data["unit"],
+                    reference=data["reference"],
+                    note=data["note"],
+                )
+            )
             redrawn.append(path)
     return redrawn

@@ -42,8 +42,10 @@ def spark_home() -> Path:
 
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
-        raise RuntimeError("PySpark is not installed in this Python; run this from the course "
-                           "environment (`nox -s cluster`).")
+        raise RuntimeError(
+            "PySpark is not installed in this Python; run this from the course "
+            "environment (`nox -s cluster`)."
+        )
     return Path(spec.origin).parent
 
 
@@ -60,16 +62,27 @@ def daemon_env(host: str = LOOPBACK) -> dict[str, str]:
     ``SPARK_LOCAL_IP`` keeps every listener on loopback; ``PYSPARK_PYTHON`` makes the Python
     workers of the executors run this interpreter, which imports ``streamlab``.
     """
-    return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": host,
-            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    return {
+        **os.environ,
+        "SPARK_HOME": str(spark_home()),
+        "SPARK_LOCAL_IP": host,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
 
 
 def start_daemon(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
     """Start a Spark daemon in a process group of its own, its output appended to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        return subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
 
 
 def stop_daemon(process: subprocess.Popen, timeout: float = 20.0) -> None:
@@ -110,8 +123,15 @@ class LocalCluster:
     ``memory`` what each worker gives its executors.
     """
 
-    def __init__(self, workers: int = 2, *, cores: int | None = None, memory: str = "2g",
-                 log_dir: Path | str | None = None, host: str = LOOPBACK) -> None:
+    def __init__(
+        self,
+        workers: int = 2,
+        *,
+        cores: int | None = None,
+        memory: str = "2g",
+        log_dir: Path | str | None = None,
+        host: str = LOOPBACK,
+    ) -> None:
         if workers < 1:
             raise ValueError("a cluster needs at least one worker")
         self.workers = workers
@@ -139,23 +159,50 @@ class LocalCluster:
         with urllib.request.urlopen(f"{self.web_ui}/json/", timeout=5) as answer:
             return json.load(answer)
 
-    def start(self, timeout: float = 180.0) -> "LocalCluster":
+    def start(self, timeout: float = 180.0) -> LocalCluster:
         """Start the master, then the workers; return once every worker has registered."""
         home, env = spark_home(), daemon_env(self.host)
         spark_class = str(home / "bin" / "spark-class")
         self.port, self.web_ui_port = free_port(self.host), free_port(self.host)
         master_log = self.log_dir / "master.log"
         self._master = start_daemon(
-            [spark_class, "org.apache.spark.deploy.master.Master", "--host", self.host,
-             "--port", str(self.port), "--webui-port", str(self.web_ui_port)], master_log, env)
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                self.host,
+                "--port",
+                str(self.port),
+                "--webui-port",
+                str(self.web_ui_port),
+            ],
+            master_log,
+            env,
+        )
         for n in range(1, self.workers + 1):
             work_dir = self.log_dir / f"worker-{n}"
             work_dir.mkdir(parents=True, exist_ok=True)
-            self._workers.append(start_daemon(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", self.master_url,
-                 "--host", self.host, "--cores", str(self.cores), "--memory", self.memory,
-                 "--webui-port", str(free_port(self.host)), "--work-dir", str(work_dir)],
-                self.log_dir / f"worker-{n}.log", env))
+            self._workers.append(
+                start_daemon(
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        self.master_url,
+                        "--host",
+                        self.host,
+                        "--cores",
+                        str(self.cores),
+                        "--memory",
+                        self.memory,
+                        "--webui-port",
+                        str(free_port(self.host)),
+                        "--work-dir",
+                        str(work_dir),
+                    ],
+                    self.log_dir / f"worker-{n}.log",
+                    env,
+                )
+            )
         try:
             self._wait_for_workers(timeout)
         except BaseException:
@@ -166,20 +213,25 @@ class LocalCluster:
     def _wait_for_workers(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         logs = [self.log_dir / "master.log"] + [
-            self.log_dir / f"worker-{n}.log" for n in range(1, self.workers + 1)]
+            self.log_dir / f"worker-{n}.log" for n in range(1, self.workers + 1)
+        ]
         while True:
             for process, log in zip([self._master, *self._workers], logs):
                 if process.poll() is not None:
-                    raise ClusterError(f"{log.stem} exited with code {process.returncode}; "
-                                       f"the end of {log}:\n{log_tail(log)}")
+                    raise ClusterError(
+                        f"{log.stem} exited with code {process.returncode}; "
+                        f"the end of {log}:\n{log_tail(log)}"
+                    )
             try:
                 if self.status().get("aliveworkers", 0) >= self.workers:
                     return
             except OSError:
                 pass  # the master's web UI is not up yet
             if time.monotonic() > deadline:
-                raise ClusterError(f"the workers did not register with {self.master_url} within "
-                                   f"{timeout:.0f} s; see the logs in {self.log_dir}")
+                raise ClusterError(
+                    f"the workers did not register with {self.master_url} within "
+                    f"{timeout:.0f} s; see the logs in {self.log_dir}"
+                )
             time.sleep(0.5)
 
     def running(self) -> bool:
@@ -195,7 +247,7 @@ class LocalCluster:
             stop_daemon(self._master)
             self._master = None
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -203,11 +255,18 @@ class LocalCluster:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m streamlab.cluster", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m streamlab.cluster",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--workers", type=int, default=2, help="how many workers (default 2)")
-    parser.add_argument("--cores", type=int, default=None,
-                        help="cores each worker offers (default: this machine's, shared out)")
+    parser.add_argument(
+        "--cores",
+        type=int,
+        default=None,
+        help="cores each worker offers (default: this machine's, shared out)",
+    )
     parser.add_argument("--memory", default="2g", help="memory each worker offers (default 2g)")
     parser.add_argument("--log-dir", default=str(LOG_DIR), help="where the logs go")
     args = parser.parse_args(argv)
@@ -217,8 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
-    cluster = LocalCluster(args.workers, cores=args.cores, memory=args.memory,
-                           log_dir=args.log_dir)
+    cluster = LocalCluster(args.workers, cores=args.cores, memory=args.memory, log_dir=args.log_dir)
     try:
         cluster.start()
     except ClusterError as error:
@@ -226,8 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         print(f"Spark master  {cluster.master_url}")
-        print(f"workers       {cluster.workers}, each offering {cluster.cores} core(s) and "
-              f"{cluster.memory}")
+        print(
+            f"workers       {cluster.workers}, each offering {cluster.cores} core(s) and "
+            f"{cluster.memory}"
+        )
         print(f"web UI        {cluster.web_ui}")
         print(f"logs          {cluster.log_dir}")
         print("Run labs, checks and the monitor on it from another terminal after:")

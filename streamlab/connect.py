@@ -24,8 +24,15 @@ import threading
 import time
 from pathlib import Path
 
-from streamlab.cluster import (LOOPBACK, daemon_env, free_port, log_tail, spark_home,
-                               start_daemon, stop_daemon)
+from streamlab.cluster import (
+    LOOPBACK,
+    daemon_env,
+    free_port,
+    log_tail,
+    spark_home,
+    start_daemon,
+    stop_daemon,
+)
 from streamlab.paths import BUILD_DIR
 from streamlab.session import DEFAULT_CONF
 
@@ -45,9 +52,15 @@ class ConnectServer:
     ``port`` 0 picks a free one; ``master`` is where its queries run (default ``local[*]``).
     """
 
-    def __init__(self, port: int = 0, *, master: str = "local[*]",
-                 conf: dict[str, str] | None = None, log_dir: Path | str | None = None,
-                 host: str = LOOPBACK) -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        *,
+        master: str = "local[*]",
+        conf: dict[str, str] | None = None,
+        log_dir: Path | str | None = None,
+        host: str = LOOPBACK,
+    ) -> None:
         self.port = port
         self.master = master
         self.conf = {**DEFAULT_CONF, **(conf or {})}
@@ -66,15 +79,25 @@ class ConnectServer:
 
     def command(self) -> list[str]:
         """The ``spark-submit`` line that runs the server in the foreground."""
-        conf = {**self.conf, "spark.connect.grpc.binding.address": self.host,
-                "spark.connect.grpc.binding.port": str(self.port)}
-        args = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS,
-                "--name", "Spark Connect server", "--master", self.master]
+        conf = {
+            **self.conf,
+            "spark.connect.grpc.binding.address": self.host,
+            "spark.connect.grpc.binding.port": str(self.port),
+        }
+        args = [
+            str(spark_home() / "bin" / "spark-submit"),
+            "--class",
+            SERVER_CLASS,
+            "--name",
+            "Spark Connect server",
+            "--master",
+            self.master,
+        ]
         for key, value in conf.items():
             args += ["--conf", f"{key}={value}"]
         return args
 
-    def start(self, timeout: float = 180.0) -> "ConnectServer":
+    def start(self, timeout: float = 180.0) -> ConnectServer:
         """Start the server; return once it accepts connections."""
         if not self.port:
             self.port = free_port(self.host)
@@ -84,12 +107,16 @@ class ConnectServer:
             if self._process.poll() is not None:
                 code = self._process.returncode
                 self._process = None
-                raise ConnectServerError(f"the server exited with code {code}; the end of "
-                                         f"{self.log}:\n{log_tail(self.log)}")
+                raise ConnectServerError(
+                    f"the server exited with code {code}; the end of "
+                    f"{self.log}:\n{log_tail(self.log)}"
+                )
             if time.monotonic() > deadline:
                 self.stop()
-                raise ConnectServerError(f"the server did not listen on {self.url} within "
-                                         f"{timeout:.0f} s; see {self.log}")
+                raise ConnectServerError(
+                    f"the server did not listen on {self.url} within "
+                    f"{timeout:.0f} s; see {self.log}"
+                )
             time.sleep(0.5)
         return self
 
@@ -109,7 +136,7 @@ class ConnectServer:
             stop_daemon(self._process)
             self._process = None
 
-    def __enter__(self) -> "ConnectServer":
+    def __enter__(self) -> ConnectServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -117,12 +144,22 @@ class ConnectServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m streamlab.connect", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
-                        help=f"the port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
-    parser.add_argument("--master", default="local[*]",
-                        help="where the queries run (default local[*]; or spark://HOST:PORT)")
+    parser = argparse.ArgumentParser(
+        prog="python -m streamlab.connect",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"the port to listen on (default {DEFAULT_PORT}; 0 picks a free one)",
+    )
+    parser.add_argument(
+        "--master",
+        default="local[*]",
+        help="where the queries run (default local[*]; or spark://HOST:PORT)",
+    )
     parser.add_argument("--log-dir", default=str(LOG_DIR), help="where the log goes")
     args = parser.parse_args(argv)
 

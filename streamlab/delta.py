@@ -42,8 +42,9 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -77,7 +78,7 @@ def delta_writer(path: str | os.PathLike[str], app_id: str | None = None) -> Bat
     """
     table = Path(path)
 
-    def write(batch: "DataFrame", batch_id: int) -> None:
+    def write(batch: DataFrame, batch_id: int) -> None:
         writer = app_id if app_id is not None else _query_id(batch)
         _append(table, batch.toArrow, writer, int(batch_id))
 
@@ -92,7 +93,7 @@ def fan_out(*writers: BatchFunction) -> BatchFunction:
     again): :func:`delta_writer` and ``streamlab.monitor.batch_writer`` both are.
     """
 
-    def write(batch: "DataFrame", batch_id: int) -> None:
+    def write(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         try:
             for writer in writers:
@@ -111,21 +112,25 @@ def read_table(path: str | os.PathLike[str], version: int | None = None) -> pa.T
     """
     location = Path(path)
     if not DeltaTable.is_deltatable(str(location)):
-        raise FileNotFoundError(f"There is no Delta table at {location} yet: a table exists "
-                                "once the first batch has been written to it.")
+        raise FileNotFoundError(
+            f"There is no Delta table at {location} yet: a table exists "
+            "once the first batch has been written to it."
+        )
     return DeltaTable(str(location), version=version).to_pyarrow_table()
 
 
-def _query_id(batch: "DataFrame") -> str:
+def _query_id(batch: DataFrame) -> str:
     # foreachBatch runs on the query's own thread, which carries the query's id.
     try:
         query_id = batch.sparkSession.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
     except Exception:  # Spark Connect has no SparkContext on the client
         query_id = None
     if not query_id:
-        raise ValueError("delta_writer(path) names its writes after the streaming query that "
-                         "calls it, and this call is not inside a query's foreachBatch: pass "
-                         "app_id='a name for the writer'.")
+        raise ValueError(
+            "delta_writer(path) names its writes after the streaming query that "
+            "calls it, and this call is not inside a query's foreachBatch: pass "
+            "app_id='a name for the writer'."
+        )
     return query_id
 
 
@@ -164,26 +169,39 @@ def _write_files(table: Path, data: pa.Table, schema: Schema, batch_id: int) -> 
     name = f"part-{batch_id:05d}-{uuid.uuid4()}.snappy.parquet"
     pq.write_table(rows, table / name, compression="snappy")
     status = (table / name).stat()
-    return [AddAction(path=name, size=status.st_size, partition_values={},
-                      modification_time=int(status.st_mtime * 1000), data_change=True,
-                      stats=json.dumps({"numRecords": rows.num_rows}))]
+    return [
+        AddAction(
+            path=name,
+            size=status.st_size,
+            partition_values={},
+            modification_time=int(status.st_mtime * 1000),
+            data_change=True,
+            stats=json.dumps({"numRecords": rows.num_rows}),
+        )
+    ]
 
 
 def _transaction(app_id: str, batch_id: int) -> CommitProperties:
     return CommitProperties(app_transactions=[Transaction(app_id=app_id, version=batch_id)])
 
 
-def _create(table: Path, schema: Schema, files: list[AddAction], app_id: str,
-            batch_id: int) -> None:
+def _create(
+    table: Path, schema: Schema, files: list[AddAction], app_id: str, batch_id: int
+) -> None:
     """Step 2 for a new table: version 0 holds the schema, the files and the transaction."""
-    create_table_with_add_actions(str(table), schema, files, mode="append",
-                                  commit_properties=_transaction(app_id, batch_id))
+    create_table_with_add_actions(
+        str(table), schema, files, mode="append", commit_properties=_transaction(app_id, batch_id)
+    )
 
 
 def _commit(current: DeltaTable, files: list[AddAction], app_id: str, batch_id: int) -> None:
     """Step 2: one atomic commit adds the files and records (app id, batch id)."""
-    current.create_write_transaction(files, mode="append", schema=current.schema(),
-                                     commit_properties=_transaction(app_id, batch_id))
+    current.create_write_transaction(
+        files,
+        mode="append",
+        schema=current.schema(),
+        commit_properties=_transaction(app_id, batch_id),
+    )
 
 
 def _table_schema(arrow: pa.Schema, table: Path) -> Schema:
@@ -195,7 +213,8 @@ def _table_schema(arrow: pa.Schema, table: Path) -> Schema:
             raise DeltaSchemaMismatch(
                 f"The column {field.name!r} has the Arrow type {field.type}, which a Delta "
                 f"table cannot hold, so the batch cannot be written to {_name(table)}: cast "
-                "it to a type Delta has (a string, a number, a timestamp, ...).") from None
+                "it to a type Delta has (a string, a number, a timestamp, ...)."
+            ) from None
     return _nullable(Schema.from_arrow(arrow))
 
 
@@ -221,18 +240,21 @@ def _check_schema(table: Path, existing: Schema, batch: Schema) -> None:
             raise DeltaSchemaMismatch(
                 f"The Delta table {_name(table)} has no column {name!r} (its columns are "
                 f"{', '.join(has)}), but the batch has it as {_type(kind)}: write this query to "
-                "a new table, or select only the table's columns.")
+                "a new table, or select only the table's columns."
+            )
         if has[name] != kind:
             raise DeltaSchemaMismatch(
                 f"The Delta table {_name(table)} has the column {name!r} as {_type(has[name])}, "
                 f"but the batch has it as {_type(kind)}: write this query to a new table, or "
-                "cast the column to the table's type.")
+                "cast the column to the table's type."
+            )
     for name, kind in has.items():
         if name not in got:
             raise DeltaSchemaMismatch(
                 f"The Delta table {_name(table)} has the column {name!r} ({_type(kind)}), but "
                 f"the batch has no such column (its columns are {', '.join(got)}): write this "
-                "query to a new table, or add the column to the batch.")
+                "query to a new table, or add the column to the batch."
+            )
 
 
 def _name(table: Path) -> str:
@@ -244,7 +266,9 @@ def _type(kind) -> str:
     if isinstance(kind, str):
         return kind
     if kind["type"] == "struct":
-        return "struct<" + ", ".join(f"{f['name']}: {_type(f['type'])}" for f in kind["fields"]) + ">"
+        return (
+            "struct<" + ", ".join(f"{f['name']}: {_type(f['type'])}" for f in kind["fields"]) + ">"
+        )
     if kind["type"] == "array":
         return f"array<{_type(kind['elementType'])}>"
     if kind["type"] == "map":

@@ -28,14 +28,18 @@ from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 _COLOURS = {"Initializing": "34", "Healthy": "32", "Unhealthy": "31"}
 #: What each colour of the status line means, in the order a machine meets them.
-LEGEND = [("unknown", "grey", "no transition yet"),
-          ("Initializing", "blue", "first heartbeat seen"),
-          ("Healthy", "green", "heartbeats arriving"),
-          ("Unhealthy", "red", "no heartbeat for the timeout (5 s)")]
+LEGEND = [
+    ("unknown", "grey", "no transition yet"),
+    ("Initializing", "blue", "first heartbeat seen"),
+    ("Healthy", "green", "heartbeats arriving"),
+    ("Unhealthy", "red", "no heartbeat for the timeout (5 s)"),
+]
 #: What the demo waits for while Spark starts, told by the files the monitor's query writes.
-STARTUP = [("checkpoint/metadata", "the query started; reading the hub"),
-           ("checkpoint/offsets/0", "first micro-batch planned"),
-           ("checkpoint/commits/0", "first micro-batch done")]
+STARTUP = [
+    ("checkpoint/metadata", "the query started; reading the hub"),
+    ("checkpoint/offsets/0", "first micro-batch planned"),
+    ("checkpoint/commits/0", "first micro-batch done"),
+]
 
 
 @dataclass
@@ -45,13 +49,18 @@ class Step:
     machines: list[str]
 
 
-def schedule(names: list[str], pause_after: float, pause_for: float,
-             crash: bool = True) -> list[Step]:
+def schedule(
+    names: list[str], pause_after: float, pause_for: float, crash: bool = True
+) -> list[Step]:
     """One machine pauses and resumes, then all of them do; then the monitor crashes."""
     one, everyone = names[1:2] or names[:1], names
     second = pause_after + pause_for + pause_after
-    steps = [Step(pause_after, "pause", one), Step(pause_after + pause_for, "resume", one),
-             Step(second, "pause", everyone), Step(second + pause_for, "resume", everyone)]
+    steps = [
+        Step(pause_after, "pause", one),
+        Step(pause_after + pause_for, "resume", one),
+        Step(second, "pause", everyone),
+        Step(second + pause_for, "resume", everyone),
+    ]
     if crash:
         steps.append(Step(second + pause_for + pause_after, "crash", []))
     return steps
@@ -69,14 +78,18 @@ def legend(colour: bool) -> str:
     """One line: what each colour of the status line means."""
     return "Legend: " + "   ".join(
         _paint(status, f"\u25cf {status if status != 'unknown' else 'no status'}", colour)
-        + f" ({name}): {meaning}" for status, name, meaning in LEGEND)
+        + f" ({name}): {meaning}"
+        for status, name, meaning in LEGEND
+    )
 
 
 def _line(row: dict, colour: bool) -> str:
     """A transition: when the machine changed, and when the monitor noticed if the row says."""
     before = row["previous_status"] or "(new)"
-    line = (f"{_clock(row['last_status_change_time'])}  {row['machine_name']:<12} {before:>12} -> "
-            f"{_paint(row['status'], row['status'], colour)}")
+    line = (
+        f"{_clock(row['last_status_change_time'])}  {row['machine_name']:<12} {before:>12} -> "
+        f"{_paint(row['status'], row['status'], colour)}"
+    )
     noticed = row.get("noticed_time")
     if noticed is not None:
         lag = (noticed - row["last_status_change_time"]).total_seconds()
@@ -122,18 +135,37 @@ def _waiting_for(startup: list[tuple[str, str]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nox -s demo --", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="nox -s demo --",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--producers", type=int, default=4)
-    parser.add_argument("--pause-after", type=float, default=15.0,
-                        help="seconds of steady running before the first pause")
+    parser.add_argument(
+        "--pause-after",
+        type=float,
+        default=15.0,
+        help="seconds of steady running before the first pause",
+    )
     parser.add_argument("--pause-for", type=float, default=10.0)
-    parser.add_argument("--duration", type=float, default=None,
-                        help="stop after this many seconds (default: run until Ctrl-C)")
-    parser.add_argument("--down-for", type=float, default=8.0,
-                        help="seconds the monitor stays down after it is killed (0: no crash)")
-    parser.add_argument("--work-dir", type=Path, default=BUILD_DIR / "demo",
-                        help="hub log, checkpoint and transitions (emptied first)")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="stop after this many seconds (default: run until Ctrl-C)",
+    )
+    parser.add_argument(
+        "--down-for",
+        type=float,
+        default=8.0,
+        help="seconds the monitor stays down after it is killed (0: no crash)",
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=BUILD_DIR / "demo",
+        help="hub log, checkpoint and transitions (emptied first)",
+    )
     args = parser.parse_args(argv)
 
     from streamlab.fleet import Fleet
@@ -155,11 +187,26 @@ def main(argv: list[str] | None = None) -> int:
 
     def start_monitor() -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "streamlab.monitor", "--connection-string", hub.connection_string,
-             "--checkpoint", str(work / "checkpoint"), "--output", str(work / "transitions")],
-            cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            env={**os.environ,
-                 "STREAMLAB_SPARK_MASTER": os.environ.get("STREAMLAB_SPARK_MASTER", "local[2]")})
+            [
+                sys.executable,
+                "-m",
+                "streamlab.monitor",
+                "--connection-string",
+                hub.connection_string,
+                "--checkpoint",
+                str(work / "checkpoint"),
+                "--output",
+                str(work / "transitions"),
+            ],
+            cwd=REPO_ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={
+                **os.environ,
+                "STREAMLAB_SPARK_MASTER": os.environ.get("STREAMLAB_SPARK_MASTER", "local[2]"),
+            },
+        )
 
     monitor: subprocess.Popen | None = start_monitor()
     restart_at: float | None = None  # when a killed monitor starts again
@@ -190,15 +237,30 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             if restart_at is not None and time.monotonic() >= restart_at:
                 restart_at, monitor = None, start_monitor()
-                screen.say(f"--- monitor started again on the same checkpoint after "
-                           f"{args.down_for:g} s down; it reads what the producers sent meanwhile")
-            if back_after is not None and _newest_batch(work / "checkpoint", "commits") > back_after:
+                screen.say(
+                    f"--- monitor started again on the same checkpoint after "
+                    f"{args.down_for:g} s down; it reads what the producers sent meanwhile"
+                )
+            if (
+                back_after is not None
+                and _newest_batch(work / "checkpoint", "commits") > back_after
+            ):
                 back_after = None
-                red = sorted({r["machine_name"] for r in read_transitions(work / "transitions")[since_crash:]
-                              if r["status"] == "Unhealthy"})
-                screen.say("--- monitor caught up: its first new batch after the crash is done; "
-                           + (f"turned red since the crash: {', '.join(red)}" if red else
-                              "no machine turned red, none stopped sending"))
+                red = sorted(
+                    {
+                        r["machine_name"]
+                        for r in read_transitions(work / "transitions")[since_crash:]
+                        if r["status"] == "Unhealthy"
+                    }
+                )
+                screen.say(
+                    "--- monitor caught up: its first new batch after the crash is done; "
+                    + (
+                        f"turned red since the crash: {', '.join(red)}"
+                        if red
+                        else "no machine turned red, none stopped sending"
+                    )
+                )
             while startup and (work / startup[0][0]).exists():
                 screen.say(f"[{elapsed:3.0f} s] {startup.pop(0)[1]}")
             rows = read_transitions(work / "transitions")
@@ -217,8 +279,9 @@ def main(argv: list[str] | None = None) -> int:
                     monitor.kill()
                     monitor.wait()
                     monitor, restart_at = None, time.monotonic() + args.down_for
-                    screen.say("--- crash: the monitor is killed with SIGKILL; the producers "
-                               "keep sending")
+                    screen.say(
+                        "--- crash: the monitor is killed with SIGKILL; the producers keep sending"
+                    )
                     continue
                 for name in step.machines:
                     getattr(fleet, step.action)(name)

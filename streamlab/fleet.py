@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
-from typing import Callable
+from datetime import UTC, datetime, timedelta
 
-from streamlab.sending import BackgroundSender
+from streamlab.background_sender import BackgroundSender
 
 RUNNING, PAUSED, KILLED = "running", "paused", "killed"
 
@@ -30,16 +30,19 @@ RUNNING, PAUSED, KILLED = "running", "paused", "killed"
 MALFORMED = {
     "not-json": lambda name, now: b'{"machine_name": "' + name.encode() + b'", oops',
     "missing-name": lambda name, now: json.dumps({"machine_time": now}).encode(),
-    "bad-time": lambda name, now: json.dumps({"machine_name": name, "machine_time": "yesterday"}).encode(),
+    "bad-time": lambda name, now: json.dumps(
+        {"machine_name": name, "machine_time": "yesterday"}
+    ).encode(),
     "empty": lambda name, now: b"",
     "oversized": lambda name, now: json.dumps(
-        {"machine_name": name, "machine_time": now, "padding": "x" * 70_000}).encode(),
+        {"machine_name": name, "machine_time": now, "padding": "x" * 70_000}
+    ).encode(),
 }
 
 
 def heartbeat(name: str, at: datetime) -> bytes:
     """The seed's heartbeat body for machine ``name`` at time ``at``."""
-    stamp = at.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    stamp = at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return json.dumps({"machine_name": name, "machine_time": stamp}).encode()
 
 
@@ -60,9 +63,15 @@ class Machine:
 class Fleet(BackgroundSender):
     """A fleet of simulated machines sending to one event hub from one background thread."""
 
-    def __init__(self, connection_string: str, eventhub: str = "heartbeats", *,
-                 name_format: str = "Producer {n}", tick: float = 0.05,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        connection_string: str,
+        eventhub: str = "heartbeats",
+        *,
+        name_format: str = "Producer {n}",
+        tick: float = 0.05,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         super().__init__(connection_string, eventhub)
         self.name_format = name_format
         self._tick = tick
@@ -138,8 +147,10 @@ class Fleet(BackgroundSender):
     def machine(self, name: str) -> Machine:
         with self._lock:
             if name not in self._machines:
-                raise KeyError(f"no machine called {name!r}; the fleet has "
-                               f"{', '.join(self._machines) or 'no machines'}")
+                raise KeyError(
+                    f"no machine called {name!r}; the fleet has "
+                    f"{', '.join(self._machines) or 'no machines'}"
+                )
             return self._machines[name]
 
     @property
@@ -183,7 +194,7 @@ class Fleet(BackgroundSender):
             machine = self._select(name)[0]
             if machine.state == KILLED:
                 raise ValueError(f"{name} was killed; it sends nothing more")
-            machine.extra.append(make(machine, datetime.fromtimestamp(self._clock(), timezone.utc)))
+            machine.extra.append(make(machine, datetime.fromtimestamp(self._clock(), UTC)))
         self._ensure_running()
 
     def _changed(self) -> None:
@@ -202,7 +213,7 @@ class Fleet(BackgroundSender):
     def _due(self) -> list[tuple[Machine, bytes]]:
         """Collect what is due now, advancing each machine's schedule."""
         now = self._clock()
-        stamp = datetime.fromtimestamp(now, timezone.utc)
+        stamp = datetime.fromtimestamp(now, UTC)
         due = []
         with self._lock:
             for machine in self._machines.values():

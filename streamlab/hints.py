@@ -44,6 +44,7 @@ _EXERCISE_ID = re.compile(r"^\d+\.\d+$")
 
 # --- the standard a hint keeps -----------------------------------------------------------
 
+
 def leaks(hint: str, solution: str | Sequence[str], visible: str = "") -> list[str]:
     """What ``hint`` repeats of the code in ``solution``, a solution region or several.
 
@@ -62,8 +63,11 @@ def leaks(hint: str, solution: str | Sequence[str], visible: str = "") -> list[s
     # Each region on its own: regions of one cell may sit at different indentations.
     code = [_without_comments(region) for region in regions]
     seen = _compact(visible)
-    found = [run for run in _shared_runs(_compact(hint), _compact("\n".join(code)))
-             if _CODE_MARK.search(run) and run not in seen]
+    found = [
+        run
+        for run in _shared_runs(_compact(hint), _compact("\n".join(code)))
+        if _CODE_MARK.search(run) and run not in seen
+    ]
     literals: set[str] = set()
     names: set[str] = set()
     for region in code:
@@ -125,10 +129,10 @@ def _shared_runs(hint: str, code: str) -> list[str]:
     runs, i = [], 0
     while i < len(hint):
         length = 0
-        while i + length < len(hint) and hint[i:i + length + 1] in code:
+        while i + length < len(hint) and hint[i : i + length + 1] in code:
             length += 1
         if length >= MIN_CODE_RUN:
-            runs.append(hint[i:i + length])
+            runs.append(hint[i : i + length])
             i += length
         else:
             i += 1
@@ -178,6 +182,7 @@ def _literals_and_names(code: str) -> tuple[set[str], set[str]]:
 
 # --- showing hints one tier at a time ----------------------------------------------------
 
+
 def find_exercise(exercise_id: str) -> tuple[registry.Lab, registry.Exercise]:
     """The lab and exercise of an id such as ``2.1``; a sentence when there is none."""
     if exercise_id.isdigit():
@@ -186,7 +191,8 @@ def find_exercise(exercise_id: str) -> tuple[registry.Lab, registry.Exercise]:
         raise registry.RegistryError(f"{exercise_id} is a lab; name one of its exercises: {known}")
     if not _EXERCISE_ID.match(exercise_id):
         raise registry.RegistryError(
-            f"{exercise_id!r} is not an exercise id: give one such as 2.1 (lab 02, exercise 1)")
+            f"{exercise_id!r} is not an exercise id: give one such as 2.1 (lab 02, exercise 1)"
+        )
     lab = registry.lab(exercise_id.partition(".")[0])
     return lab, lab.exercise(exercise_id)
 
@@ -236,18 +242,23 @@ def next_hint(exercise_id: str, state_file: Path = STATE_FILE) -> str:
     if count >= total:
         url, built = solution_link(lab, exercise)
         anchor = url.partition("#")[2]
-        return "\n".join([
-            f"No more hints for exercise {exercise.id}: all {total} have been shown.",
-            "Its solution is on the course site, collapsed under the exercise:",
-            f"  {url}  (while `nox -s serve` runs)",
-            f"  {built.relative_to(REPO_ROOT)}#{anchor}  (after `nox -s site`)",
-            f"`nox -s hint -- --reset {exercise.id}` starts its hints over.",
-        ])
+        return "\n".join(
+            [
+                f"No more hints for exercise {exercise.id}: all {total} have been shown.",
+                "Its solution is on the course site, collapsed under the exercise:",
+                f"  {url}  (while `nox -s serve` runs)",
+                f"  {built.relative_to(REPO_ROOT)}#{anchor}  (after `nox -s site`)",
+                f"`nox -s hint -- --reset {exercise.id}` starts its hints over.",
+            ]
+        )
     shown[exercise.id] = count + 1
     _save(state_file, shown)
     head = f"Exercise {exercise.id} · {exercise.title}: hint {count + 1} of {total}"
-    more = ("" if count + 1 == total else
-            f"\n\nStill stuck? `nox -s hint -- {exercise.id}` again shows hint {count + 2}.")
+    more = (
+        ""
+        if count + 1 == total
+        else f"\n\nStill stuck? `nox -s hint -- {exercise.id}` again shows hint {count + 2}."
+    )
     return f"{head}\n\n{textwrap.fill(exercise.hints[count], width=88)}{more}"
 
 
@@ -266,10 +277,14 @@ def reset(exercise_id: str | None, state_file: Path = STATE_FILE) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="nox -s hint --",
-        description="Show the next hint of an exercise, one tier more each time you ask.")
+        description="Show the next hint of an exercise, one tier more each time you ask.",
+    )
     parser.add_argument("exercise", nargs="?", help="the exercise id, e.g. 2.1")
-    parser.add_argument("--reset", action="store_true",
-                        help="start over: for the exercise given, or for every exercise")
+    parser.add_argument(
+        "--reset",
+        action="store_true",
+        help="start over: for the exercise given, or for every exercise",
+    )
     args = parser.parse_args(argv)
     try:
         if args.reset:

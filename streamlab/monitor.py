@@ -79,20 +79,29 @@ def parse_heartbeats(events, schema):
     return parsed.select("h.*").where(F.col("machine_name").isNotNull())
 
 
-def reference_transitions(spark, connection_string: str, *, eventhub: str = "heartbeats",
-                          timeout_seconds: float = 5.0, max_events_per_trigger: int | None = None,
-                          lab: ModuleType | None = None, source_options: dict | None = None):
+def reference_transitions(
+    spark,
+    connection_string: str,
+    *,
+    eventhub: str = "heartbeats",
+    timeout_seconds: float = 5.0,
+    max_events_per_trigger: int | None = None,
+    lab: ModuleType | None = None,
+    source_options: dict | None = None,
+):
     """The reference pipeline as a streaming DataFrame of transition rows.
 
     Columns: ``machine_name, status, previous_status, last_status_change_time, noticed_time``.
     ``source_options`` adds options of the ``eventhubs`` source (``receiveOn``, ``eventsPerTask``).
     """
     lab = lab or reference_solution()
-    reader = (spark.readStream.format("eventhubs")
-              .option("connectionString", connection_string)
-              .option("eventHubName", eventhub)
-              .option("startingPosition", "earliest")
-              .option("systemProperties", "true"))  # how far each partition was read
+    reader = (
+        spark.readStream.format("eventhubs")
+        .option("connectionString", connection_string)
+        .option("eventHubName", eventhub)
+        .option("startingPosition", "earliest")
+        .option("systemProperties", "true")
+    )  # how far each partition was read
     if max_events_per_trigger:
         reader = reader.option("maxEventsPerTrigger", max_events_per_trigger)
     for key, value in (source_options or {}).items():
@@ -170,41 +179,71 @@ def session_and_lab(loader=reference_solution, *, app_name: str = "streamlab-mon
         return spark, lab.result()
 
 
-def start(spark, connection_string: str, checkpoint: str, output: str, *,
-          eventhub: str = "heartbeats", timeout_seconds: float = 5.0,
-          trigger: str = DEFAULT_TRIGGER, max_events_per_trigger: int | None = None,
-          writer: str = DEFAULT_WRITER, lab: ModuleType | None = None):
+def start(
+    spark,
+    connection_string: str,
+    checkpoint: str,
+    output: str,
+    *,
+    eventhub: str = "heartbeats",
+    timeout_seconds: float = 5.0,
+    trigger: str = DEFAULT_TRIGGER,
+    max_events_per_trigger: int | None = None,
+    writer: str = DEFAULT_WRITER,
+    lab: ModuleType | None = None,
+):
     """Start the reference monitor query in ``spark``; return the StreamingQuery."""
-    transitions = reference_transitions(spark, connection_string, eventhub=eventhub,
-                                        timeout_seconds=timeout_seconds, lab=lab,
-                                        max_events_per_trigger=max_events_per_trigger)
+    transitions = reference_transitions(
+        spark,
+        connection_string,
+        eventhub=eventhub,
+        timeout_seconds=timeout_seconds,
+        lab=lab,
+        max_events_per_trigger=max_events_per_trigger,
+    )
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    return (transitions.writeStream.queryName("heartbeat_monitor")
-            .foreachBatch(batch_writer(out, writer))
-            .option("checkpointLocation", checkpoint)
-            .trigger(processingTime=trigger)
-            .start())
+    return (
+        transitions.writeStream.queryName("heartbeat_monitor")
+        .foreachBatch(batch_writer(out, writer))
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=trigger)
+        .start()
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m streamlab.monitor", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m streamlab.monitor",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--connection-string", required=True)
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--output", required=True)
     parser.add_argument("--eventhub", default="heartbeats")
     parser.add_argument("--timeout-seconds", type=float, default=5.0)
     parser.add_argument("--trigger", default=DEFAULT_TRIGGER)
-    parser.add_argument("--max-events-per-trigger", type=int, default=None,
-                        help="read a backlog in micro-batches of at most this many events")
+    parser.add_argument(
+        "--max-events-per-trigger",
+        type=int,
+        default=None,
+        help="read a backlog in micro-batches of at most this many events",
+    )
     args = parser.parse_args(argv)
 
     spark, lab = session_and_lab()
-    query = start(spark, args.connection_string, args.checkpoint, args.output,
-                  eventhub=args.eventhub, timeout_seconds=args.timeout_seconds,
-                  trigger=args.trigger, max_events_per_trigger=args.max_events_per_trigger,
-                  lab=lab)
+    query = start(
+        spark,
+        args.connection_string,
+        args.checkpoint,
+        args.output,
+        eventhub=args.eventhub,
+        timeout_seconds=args.timeout_seconds,
+        trigger=args.trigger,
+        max_events_per_trigger=args.max_events_per_trigger,
+        lab=lab,
+    )
     stopping = threading.Event()
 
     def _stop(signum, frame):

@@ -22,6 +22,11 @@ class RegistryError(ValueError):
 
 MIN_HINTS, MAX_HINTS = 2, 3
 
+#: What an exercise asks of the learner: write the code (build), write down what Spark will
+#: do before running it (predict), fix a query that silently goes wrong (debug), or write
+#: the test that tells right code from broken code (test).
+KINDS = ("build", "predict", "debug", "test")
+
 
 @dataclass(frozen=True)
 class Exercise:
@@ -30,6 +35,7 @@ class Exercise:
     id: str
     title: str
     hints: tuple[str, ...]
+    kind: str = "build"
 
     @property
     def hint(self) -> str:
@@ -56,7 +62,8 @@ class Lab:
 
     @property
     def check_file(self) -> Path:
-        return REPO_ROOT / "checks" / f"test_lab{self.id}.py"
+        """``checks/test_04_transform_with_state.py``: the lab's graded checks."""
+        return REPO_ROOT / "checks" / f"test_{self.name.replace('-', '_')}.py"
 
     @property
     def site_page(self) -> str:
@@ -94,13 +101,16 @@ def _parse(data: dict, source: Path) -> tuple[Lab, ...]:
                 )
         for before, after in zip(exercises, exercises[1:]):
             if _number(after.id) <= _number(before.id):
-                raise RegistryError(f"{source}: exercise {after.id} of lab {lab.id} is listed "
-                                    f"after {before.id}; list exercises in order")
+                raise RegistryError(
+                    f"{source}: exercise {after.id} of lab {lab.id} is listed "
+                    f"after {before.id}; list exercises in order"
+                )
         if lab.id in seen:
             raise RegistryError(f"{source}: lab {lab.id} is listed twice")
         if labs and int(lab.id) < int(labs[-1].id):
-            raise RegistryError(f"{source}: lab {lab.id} is listed after lab {labs[-1].id}; "
-                                "list labs in order")
+            raise RegistryError(
+                f"{source}: lab {lab.id} is listed after lab {labs[-1].id}; list labs in order"
+            )
         seen.add(lab.id)
         labs.append(lab)
     return tuple(labs)
@@ -110,19 +120,35 @@ def _exercise(raw: dict, source: Path) -> Exercise:
     """One ``[[labs.exercises]]`` entry, whose ``hints`` go from a nudge to an approach."""
     exercise_id = raw["id"]
     if "hint" in raw and "hints" not in raw:
-        raise RegistryError(f"{source}: exercise {exercise_id} has a single hint; give it "
-                            f"hints = [...], {MIN_HINTS} to {MAX_HINTS} of them, from a nudge "
-                            "to an approach")
+        raise RegistryError(
+            f"{source}: exercise {exercise_id} has a single hint; give it "
+            f"hints = [...], {MIN_HINTS} to {MAX_HINTS} of them, from a nudge "
+            "to an approach"
+        )
     hints = raw["hints"]
-    if (not isinstance(hints, list) or not MIN_HINTS <= len(hints) <= MAX_HINTS
-            or not all(isinstance(h, str) and h.strip() for h in hints)):
-        raise RegistryError(f"{source}: exercise {exercise_id} should have {MIN_HINTS} to "
-                            f"{MAX_HINTS} hints, each a non-empty string, from a nudge to an "
-                            "approach")
+    if (
+        not isinstance(hints, list)
+        or not MIN_HINTS <= len(hints) <= MAX_HINTS
+        or not all(isinstance(h, str) and h.strip() for h in hints)
+    ):
+        raise RegistryError(
+            f"{source}: exercise {exercise_id} should have {MIN_HINTS} to "
+            f"{MAX_HINTS} hints, each a non-empty string, from a nudge to an "
+            "approach"
+        )
     if len(set(hints)) < len(hints):
-        raise RegistryError(f"{source}: exercise {exercise_id} repeats a hint; each tier "
-                            "should say more than the one before")
-    return Exercise(id=exercise_id, title=raw["title"], hints=tuple(h.strip() for h in hints))
+        raise RegistryError(
+            f"{source}: exercise {exercise_id} repeats a hint; each tier "
+            "should say more than the one before"
+        )
+    kind = raw.get("kind", "build")
+    if kind not in KINDS:
+        raise RegistryError(
+            f"{source}: exercise {exercise_id} has kind {kind!r}; the kinds are " + ", ".join(KINDS)
+        )
+    return Exercise(
+        id=exercise_id, title=raw["title"], hints=tuple(h.strip() for h in hints), kind=kind
+    )
 
 
 def _number(exercise_id: str) -> int:
@@ -143,5 +169,5 @@ def lab(lab_id: str) -> Lab:
     for candidate in labs():
         if candidate.id == wanted:
             return candidate
-    known = ", ".join(l.id for l in labs())
+    known = ", ".join(known_lab.id for known_lab in labs())
     raise RegistryError(f"there is no lab {lab_id!r}; the labs are {known}")

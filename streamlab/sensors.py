@@ -21,14 +21,14 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
 
-from streamlab.sending import BackgroundSender
+from streamlab.background_sender import BackgroundSender
 
 #: Sensor time 0 of every plan unless told otherwise.
-START = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,14 @@ class Reading:
 
     def body(self) -> bytes:
         """The event body a sensor sends."""
-        stamp = self.event_time.astimezone(timezone.utc).isoformat(timespec="milliseconds")
-        return json.dumps({"device_id": self.device_id, "sensor_freq": self.sensor_freq,
-                           "event_time": stamp.replace("+00:00", "Z")}).encode()
+        stamp = self.event_time.astimezone(UTC).isoformat(timespec="milliseconds")
+        return json.dumps(
+            {
+                "device_id": self.device_id,
+                "sensor_freq": self.sensor_freq,
+                "event_time": stamp.replace("+00:00", "Z"),
+            }
+        ).encode()
 
 
 @dataclass(frozen=True)
@@ -88,9 +93,15 @@ def sensor_freq(device_number: int, index: int, anomaly_every: int = 25) -> floa
     return round(50 + ((index * 8 + device_number * 13) % 21 - 10) / 20, 2)
 
 
-def sensor_plan(devices: Sequence[str], seconds: float, *, interval_s: float = 2.0,
-                start: datetime = START, outages: Iterable[Outage] = (),
-                anomaly_every: int = 25) -> list[Delivery]:
+def sensor_plan(
+    devices: Sequence[str],
+    seconds: float,
+    *,
+    interval_s: float = 2.0,
+    start: datetime = START,
+    outages: Iterable[Outage] = (),
+    anomaly_every: int = 25,
+) -> list[Delivery]:
     """Every reading of ``devices`` over ``seconds`` of sensor time, in the order they are sent.
 
     Each device reads every ``interval_s`` from ``start``; a reading taken during one of the
@@ -105,10 +116,17 @@ def sensor_plan(devices: Sequence[str], seconds: float, *, interval_s: float = 2
     for number, device in enumerate(devices, start=1):
         for index in range(int(seconds // interval_s)):
             taken = index * interval_s
-            reading = Reading(device, sensor_freq(number, index, anomaly_every),
-                              start + timedelta(seconds=taken))
-            send_at = next((o.end_s for o in outages
-                            if o.device_id == device and o.start_s <= taken < o.end_s), taken)
+            reading = Reading(
+                device, sensor_freq(number, index, anomaly_every), start + timedelta(seconds=taken)
+            )
+            send_at = next(
+                (
+                    o.end_s
+                    for o in outages
+                    if o.device_id == device and o.start_s <= taken < o.end_s
+                ),
+                taken,
+            )
             deliveries.append((send_at, taken, number, Delivery(send_at, reading)))
     return [d for *_, d in sorted(deliveries, key=lambda item: item[:3])]
 
@@ -126,9 +144,16 @@ class SensorProducer(BackgroundSender):
     buffer is full, so a stream that never pauses arrives in bursts seconds apart.
     """
 
-    def __init__(self, connection_string: str, eventhub: str, plan: Sequence[Delivery], *,
-                 speed: float = 1.0, clock: Callable[[], float] = time.monotonic,
-                 tick: float = 0.05) -> None:
+    def __init__(
+        self,
+        connection_string: str,
+        eventhub: str,
+        plan: Sequence[Delivery],
+        *,
+        speed: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        tick: float = 0.05,
+    ) -> None:
         if speed <= 0:
             raise ValueError("speed must be positive")
         super().__init__(connection_string, eventhub)
@@ -144,10 +169,9 @@ class SensorProducer(BackgroundSender):
         """Every delivery of the plan was sent."""
         return self._position == len(self.plan)
 
-    def start(self) -> "SensorProducer":
+    def start(self) -> SensorProducer:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="streamlab-sensors",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._run, name="streamlab-sensors", daemon=True)
             self._thread.start()
         return self
 
@@ -175,7 +199,7 @@ class SensorProducer(BackgroundSender):
                 end += 1
             if end > self._position:
                 try:
-                    self._send(self.plan[self._position:end])
+                    self._send(self.plan[self._position : end])
                     self._position = end
                 except Exception as error:  # the hub may be down: report, send again
                     self._report(error)

@@ -137,7 +137,7 @@ def spark_session(
     app_name: str = "streamlab",
     conf: dict[str, str] | None = None,
     remote: str | None = None,
-) -> "SparkSession":
+) -> SparkSession:
     """Return the process's shared SparkSession, starting it on the first call.
 
     ``master`` defaults to the ``STREAMLAB_SPARK_MASTER`` environment variable, else
@@ -212,10 +212,11 @@ def _check_server(remote: str) -> None:
         pass
     raise SparkConnectUnavailable(
         f"No Spark Connect server answers at {remote}: start one with `nox -s connect` "
-        f"(it prints its address), or correct {REMOTE_ENV}.")
+        f"(it prints its address), or correct {REMOTE_ENV}."
+    )
 
 
-def _connect_session(remote: str, conf: dict[str, str] | None) -> "SparkSession":
+def _connect_session(remote: str, conf: dict[str, str] | None) -> SparkSession:
     """A Spark Connect session on ``remote``, the course's SQL settings applied, ``eventhubs`` registered.
 
     The server holds the static settings (``python -m streamlab.connect`` starts it with
@@ -225,7 +226,8 @@ def _connect_session(remote: str, conf: dict[str, str] | None) -> "SparkSession"
 
     if not remote.startswith("sc://"):
         raise SparkConnectUnavailable(
-            f"A Spark Connect address starts with sc://, as in sc://127.0.0.1:15002; got {remote!r}.")
+            f"A Spark Connect address starts with sc://, as in sc://127.0.0.1:15002; got {remote!r}."
+        )
     _check_server(remote)
     spark = SparkSession.builder.remote(remote).getOrCreate()
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():

@@ -58,9 +58,16 @@ def fleet(hub, clock):
 #: Debian's Chromium, driven by Playwright (never a browser Playwright downloads).
 CHROMIUM = os.environ.get("STREAMLAB_CHROMIUM", "/usr/bin/chromium")
 # Headless, and no background traffic: this machine reaches no network but the registries.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
 
@@ -19,8 +20,12 @@ from streamlab.hub.codec import Described, Symbol, UInt, ULong
 DEADLINE = 30.0  # seconds; generous for a loaded 2-core machine, never reached when passing
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = DEADLINE, what: str = "condition",
-             interval: float = 0.02) -> Any:
+def wait_for(
+    condition: Callable[[], Any],
+    timeout: float = DEADLINE,
+    what: str = "condition",
+    interval: float = 0.02,
+) -> Any:
     """Poll ``condition`` until it returns something truthy; fail after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -33,18 +38,22 @@ def wait_for(condition: Callable[[], Any], timeout: float = DEADLINE, what: str 
 
 
 def producer(conn_str: str, eventhub: str = "heartbeats", **kwargs: Any) -> EventHubProducerClient:
-    return EventHubProducerClient.from_connection_string(conn_str, eventhub_name=eventhub,
-                                                         **kwargs)
+    return EventHubProducerClient.from_connection_string(conn_str, eventhub_name=eventhub, **kwargs)
 
 
-def send(conn_str: str, bodies: list[str], eventhub: str = "heartbeats",
-         partition_id: str | None = None, partition_key: str | None = None,
-         properties: dict | None = None) -> None:
+def send(
+    conn_str: str,
+    bodies: list[str],
+    eventhub: str = "heartbeats",
+    partition_id: str | None = None,
+    partition_key: str | None = None,
+    properties: dict | None = None,
+) -> None:
     """Send ``bodies`` as batches of at most 100 events."""
     with producer(conn_str, eventhub) as client:
         for start in range(0, len(bodies), 100):
             batch = client.create_batch(partition_id=partition_id, partition_key=partition_key)
-            for body in bodies[start:start + 100]:
+            for body in bodies[start : start + 100]:
                 event = EventData(body)
                 if properties:
                     event.properties = dict(properties)
@@ -60,10 +69,16 @@ class Receiver:
     per event, which makes draining thousands of events over several partitions slow.
     """
 
-    def __init__(self, conn_str: str, eventhub: str = "heartbeats",
-                 consumer_group: str = "$Default", **receive_kwargs: Any) -> None:
+    def __init__(
+        self,
+        conn_str: str,
+        eventhub: str = "heartbeats",
+        consumer_group: str = "$Default",
+        **receive_kwargs: Any,
+    ) -> None:
         self.client = EventHubConsumerClient.from_connection_string(
-            conn_str, consumer_group=consumer_group, eventhub_name=eventhub)
+            conn_str, consumer_group=consumer_group, eventhub_name=eventhub
+        )
         self.events: list[Any] = []
         self.partitions: list[str] = []  # the partition of each event, in the same order
         self.last_enqueued: dict[str, Any] = {}  # with track_last_enqueued_event_properties
@@ -73,7 +88,9 @@ class Receiver:
         receive_kwargs.setdefault("max_batch_size", 300)
         self._thread = threading.Thread(
             target=self.client.receive_batch,
-            kwargs={"on_event_batch": self._on_batch, **receive_kwargs}, daemon=True)
+            kwargs={"on_event_batch": self._on_batch, **receive_kwargs},
+            daemon=True,
+        )
         self._thread.start()
 
     def _on_batch(self, context: Any, events: list[Any]) -> None:
@@ -98,7 +115,7 @@ class Receiver:
         self.client.close()
         self._thread.join(DEADLINE)
 
-    def __enter__(self) -> "Receiver":
+    def __enter__(self) -> Receiver:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -151,20 +168,27 @@ class RawClient:
     def read_frame(self) -> tuple[int, frames.Performative]:
         while True:
             size, doff, _, channel = frames.FRAME_HEADER.unpack(self._read_exact(8))
-            body = self._read_exact(size - 8)[doff * 4 - 8:]
+            body = self._read_exact(size - 8)[doff * 4 - 8 :]
             if body:
                 return channel, frames.parse_body(body)
 
-    def send(self, channel: int, code: int, fields: list, payload: bytes = b"",
-             frame_type: int = frames.AMQP_FRAME) -> None:
+    def send(
+        self,
+        channel: int,
+        code: int,
+        fields: list,
+        payload: bytes = b"",
+        frame_type: int = frames.AMQP_FRAME,
+    ) -> None:
         self.sock.sendall(frames.frame(channel, code, fields, payload, frame_type))
 
     def handshake(self) -> None:
         self.sock.sendall(frames.SASL_HEADER)
         assert self._read_exact(8) == frames.SASL_HEADER
         self.read_frame()  # mechanisms
-        self.send(0, frames.SASL_INIT, [Symbol("ANONYMOUS"), b"", None],
-                  frame_type=frames.SASL_FRAME)
+        self.send(
+            0, frames.SASL_INIT, [Symbol("ANONYMOUS"), b"", None], frame_type=frames.SASL_FRAME
+        )
         self.read_frame()  # outcome
         self.sock.sendall(frames.AMQP_HEADER)
         assert self._read_exact(8) == frames.AMQP_HEADER
@@ -173,28 +197,68 @@ class RawClient:
         self.send(0, frames.BEGIN, [None, UInt(0), UInt(100000), UInt(100000)])
         assert self.read_frame()[1].code == frames.BEGIN
 
-    def attach_receiver(self, address: str, selector: str | None = None, handle: int = 0,
-                        properties: dict | None = None) -> frames.Performative:
+    def attach_receiver(
+        self,
+        address: str,
+        selector: str | None = None,
+        handle: int = 0,
+        properties: dict | None = None,
+    ) -> frames.Performative:
         name = "apache.org:selector-filter:string"
         filters = {Symbol(name): Described(Symbol(name), selector)} if selector else None
-        source = Described(ULong(frames.SOURCE), [address, None, None, None, None, None, None,
-                                                  filters])
+        source = Described(
+            ULong(frames.SOURCE), [address, None, None, None, None, None, None, filters]
+        )
         target = Described(ULong(frames.TARGET), ["raw-receiver"])
-        self.send(0, frames.ATTACH, [f"raw-{handle}", UInt(handle), True, None, None,
-                                     source, target, None, None, None, None, None, None,
-                                     properties])
+        self.send(
+            0,
+            frames.ATTACH,
+            [
+                f"raw-{handle}",
+                UInt(handle),
+                True,
+                None,
+                None,
+                source,
+                target,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                properties,
+            ],
+        )
         return self.expect(frames.ATTACH)
 
     def attach_sender(self, address: str, handle: int = 1) -> frames.Performative:
         source = Described(ULong(frames.SOURCE), ["raw-sender"])
         target = Described(ULong(frames.TARGET), [address])
-        self.send(0, frames.ATTACH, [f"raw-{handle}", UInt(handle), False, None, None,
-                                     source, target, None, None, UInt(0)])
+        self.send(
+            0,
+            frames.ATTACH,
+            [f"raw-{handle}", UInt(handle), False, None, None, source, target, None, None, UInt(0)],
+        )
         return self.expect(frames.ATTACH)
 
     def flow(self, handle: int, delivery_count: int, credit: int, echo: bool = False) -> None:
-        self.send(0, frames.FLOW, [UInt(0), UInt(100000), UInt(0), UInt(100000), UInt(handle),
-                                   UInt(delivery_count), UInt(credit), None, False, echo])
+        self.send(
+            0,
+            frames.FLOW,
+            [
+                UInt(0),
+                UInt(100000),
+                UInt(0),
+                UInt(100000),
+                UInt(handle),
+                UInt(delivery_count),
+                UInt(credit),
+                None,
+                False,
+                echo,
+            ],
+        )
 
     def expect(self, code: int) -> frames.Performative:
         """Read frames until one with ``code`` arrives (other frames are skipped)."""
@@ -203,12 +267,25 @@ class RawClient:
             if perf.code == code:
                 return perf
 
-
-    def transfer(self, handle: int, delivery_id: int, payload: bytes, more: bool = False,
-                 settled: bool = False) -> None:
-        self.sock.sendall(frames.transfer_frame(0, handle, delivery_id,
-                                                delivery_id.to_bytes(4, "big"), payload,
-                                                settled=settled, more=more))
+    def transfer(
+        self,
+        handle: int,
+        delivery_id: int,
+        payload: bytes,
+        more: bool = False,
+        settled: bool = False,
+    ) -> None:
+        self.sock.sendall(
+            frames.transfer_frame(
+                0,
+                handle,
+                delivery_id,
+                delivery_id.to_bytes(4, "big"),
+                payload,
+                settled=settled,
+                more=more,
+            )
+        )
 
     def publish(self, address: str, bodies: list[bytes], handle: int = 7) -> list:
         """Attach a sender, send one event per body, return each delivery's outcome."""
@@ -228,6 +305,7 @@ def encoded_event(body: bytes) -> bytes:
 def annotations(payload: bytes) -> dict:
     """The message annotations of a delivered event, keys as text."""
     from streamlab.hub.message import MESSAGE_ANNOTATIONS, split_sections
+
     for section in split_sections(payload):
         if section.code == MESSAGE_ANNOTATIONS:
             value, _ = codec.decode(section.raw, section.value_at)

@@ -1,4 +1,4 @@
-"""Browser-test support: the course's JupyterLab (``streamlab.launch``) started for a test and
+"""Browser-test support: the course's JupyterLab (``streamlab.lab_launcher``) started for a test and
 stopped after, Run All that waits for the kernel, and the website built and served locally."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from streamlab.paths import REPO_ROOT
 
@@ -35,7 +35,7 @@ def free_port() -> int:
 class RunningLab:
     base: str
     process: subprocess.Popen
-    lines: "queue.Queue[str]"
+    lines: queue.Queue[str]
     output: list[str] = field(default_factory=list)
 
     def line_starting(self, prefix: str, timeout: float = 60) -> str:
@@ -56,9 +56,10 @@ class RunningLab:
 
 
 @contextmanager
-def running_jupyterlab(tmp_path: Path, *args: str, env: dict | None = None,
-                       hub: bool = True) -> Iterator[RunningLab]:
-    """``python -m streamlab.launch --no-browser`` on a free port, with private settings.
+def running_jupyterlab(
+    tmp_path: Path, *args: str, env: dict | None = None, hub: bool = True
+) -> Iterator[RunningLab]:
+    """``python -m streamlab.lab_launcher --no-browser`` on a free port, with private settings.
 
     ``hub=False`` starts JupyterLab alone (``args`` go to ``jupyter lab``), for a test that
     needs no Event Hubs emulator.
@@ -67,26 +68,47 @@ def running_jupyterlab(tmp_path: Path, *args: str, env: dict | None = None,
     settings = tmp_path / "jupyter-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    environment = {**os.environ, **(env or {}),
-                   "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "jupyter-settings"),
-                   "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "jupyter-workspaces")}
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
+    environment = {
+        **os.environ,
+        **(env or {}),
+        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "jupyter-settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "jupyter-workspaces"),
+    }
     port = free_port()
     if hub:
-        command = [sys.executable, "-m", "streamlab.launch", "--no-browser", f"--port={port}",
-                   f"--token={TOKEN}", "--hub-port=0", *args]
+        command = [
+            sys.executable,
+            "-m",
+            "streamlab.lab_launcher",
+            "--no-browser",
+            f"--port={port}",
+            f"--token={TOKEN}",
+            "--hub-port=0",
+            *args,
+        ]
     else:
-        from streamlab.launch import jupyter_command
+        from streamlab.lab_launcher import jupyter_command
 
         folders = [a.partition("=")[2] for a in args if a.startswith("--notebook-dir=")]
-        command = [*jupyter_command(port, False, TOKEN, *folders[-1:]),
-                   *(a for a in args if not a.startswith("--notebook-dir="))]
+        command = [
+            *jupyter_command(port, False, TOKEN, *folders[-1:]),
+            *(a for a in args if not a.startswith("--notebook-dir=")),
+        ]
     process = subprocess.Popen(
         command,
-        cwd=REPO_ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True)
+        cwd=REPO_ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l) for l in process.stdout], daemon=True).start()
+    threading.Thread(
+        target=lambda: [lines.put(line) for line in process.stdout], daemon=True
+    ).start()
     lab = RunningLab(f"http://127.0.0.1:{port}", process, lines)
     try:
         deadline = time.monotonic() + 120
@@ -96,7 +118,7 @@ def running_jupyterlab(tmp_path: Path, *args: str, env: dict | None = None,
                 break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("JupyterLab did not start:\n" + _drain(lab))
+                    raise AssertionError("JupyterLab did not start:\n" + _drain(lab)) from None
                 time.sleep(0.2)
         yield lab
     finally:
@@ -152,8 +174,12 @@ def build_site(target: Path) -> Path:
     """The course website built strictly into ``target``, as ``nox -s site`` builds it."""
     out = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(target)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     return target
 
@@ -168,4 +194,3 @@ def serving(folder: Path) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
-

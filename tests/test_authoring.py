@@ -52,20 +52,26 @@ def test_stub_names_the_exercise_and_where_to_ask_for_a_hint():
 def _hint_fragments(hint: str) -> list[str]:
     """Every run of six words of ``hint``: a comment that quotes a hint contains one."""
     words = hint.replace("`", "").split()
-    return [" ".join(words[i:i + 6]) for i in range(max(1, len(words) - 5))]
+    return [" ".join(words[i : i + 6]) for i in range(max(1, len(words) - 5))]
 
 
 def _comments(source: str) -> str:
-    return " ".join(line.split("#", 1)[1].replace("`", "").strip()
-                    for line in source.splitlines() if "#" in line)
+    return " ".join(
+        line.split("#", 1)[1].replace("`", "").strip()
+        for line in source.splitlines()
+        if "#" in line
+    )
 
 
 def test_no_stub_in_labs_carries_a_hint():
     for lab in registry.labs():
         notebook = nbformat.read(lab.notebook(REPO_ROOT / "labs"), as_version=4)
         sources = "\n".join(cell.source for cell in notebook.cells)
-        comments = " ".join(" ".join(_comments(cell.source) for cell in notebook.cells
-                                     if cell.cell_type == "code").split())
+        comments = " ".join(
+            " ".join(
+                _comments(cell.source) for cell in notebook.cells if cell.cell_type == "code"
+            ).split()
+        )
         for exercise in lab.exercises:
             for tier, hint in enumerate(exercise.hints, 1):
                 assert hint not in sources, f"{lab.name} shows hint {tier} of {exercise.id}"
@@ -87,11 +93,14 @@ def test_stubbed_function_raises_not_done():
         namespace["double"](2)
 
 
-@pytest.mark.parametrize("source, problem", [
-    ("x = 1", "has no '# BEGIN SOLUTION'"),
-    ("# BEGIN SOLUTION\nx = 1", "never closed"),
-    ("x = 1\n# END SOLUTION", "without a BEGIN"),
-])
+@pytest.mark.parametrize(
+    "source, problem",
+    [
+        ("x = 1", "has no '# BEGIN SOLUTION'"),
+        ("# BEGIN SOLUTION\nx = 1", "never closed"),
+        ("x = 1\n# END SOLUTION", "without a BEGIN"),
+    ],
+)
 def test_malformed_regions_are_reported_with_the_cell(source, problem):
     with pytest.raises(AuthoringError, match=problem) as error:
         stub_source(source, "0.1", "Title", "00-orientation cell 5")
@@ -116,8 +125,13 @@ def test_lab_notebook_keeps_ungraded_cells_and_strips_outputs():
     demo.outputs = [nbformat.v4.new_output("stream", text="hi\n")]
     demo.execution_count = 3
     cells = [new_markdown_cell("# Title"), demo]
-    cells += [_tagged(f"def f{i}():\n    # BEGIN SOLUTION\n    return {i}\n    # END SOLUTION",
-                      f"exercise-{e.id}") for i, e in enumerate(lab.exercises)]
+    cells += [
+        _tagged(
+            f"def f{i}():\n    # BEGIN SOLUTION\n    return {i}\n    # END SOLUTION",
+            f"exercise-{e.id}",
+        )
+        for i, e in enumerate(lab.exercises)
+    ]
     generated = make_lab_notebook(_notebook(*cells), lab)
     assert generated.cells[0].source == "# Title"
     assert generated.cells[1].source == "print('hi')"
@@ -142,8 +156,11 @@ def test_committed_notebooks_carry_no_outputs():
     for folder in ("solutions", "labs"):
         for path in (REPO_ROOT / folder).rglob("*.ipynb"):
             notebook = nbformat.read(path, as_version=4)
-            ran = [i for i, c in enumerate(notebook.cells, 1)
-                   if c.cell_type == "code" and (c.outputs or c.execution_count)]
+            ran = [
+                i
+                for i, c in enumerate(notebook.cells, 1)
+                if c.cell_type == "code" and (c.outputs or c.execution_count)
+            ]
             assert not ran, f"{path.relative_to(REPO_ROOT)} has outputs in cells {ran}"
 
 
@@ -157,9 +174,14 @@ def test_every_lab_in_the_registry_has_notebooks_checks_and_a_page():
 def test_a_lab_without_its_solution_notebook_is_an_error(tmp_path):
     (tmp_path / "course.toml").write_text(
         '[[labs]]\nid = "09"\nslug = "ghost"\ntitle = "Ghost"\n'
-        '[[labs.exercises]]\nid = "9.1"\ntitle = "T"\nhints = ["H", "I"]\n')
-    out = subprocess.run([sys.executable, "-m", "streamlab.authoring"], capture_output=True,
-                         text=True, env={**os.environ, "STREAMLAB_ROOT": str(tmp_path)})
+        '[[labs.exercises]]\nid = "9.1"\ntitle = "T"\nhints = ["H", "I"]\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "streamlab.authoring"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "STREAMLAB_ROOT": str(tmp_path)},
+    )
     assert out.returncode == 2
     assert "solutions/09-ghost/09-ghost.ipynb does not exist" in out.stderr
 
@@ -172,9 +194,72 @@ def test_every_lab_loads_check_before_its_first_exercise_and_says_how_to_use_it(
     loads = [i for i, source in enumerate(sources) if "%load_ext streamlab" in source]
     assert loads and loads[0] < first_exercise, (
         f"{lab.name}: `%load_ext streamlab` must run before the first exercise cell, "
-        "or `%check` is unknown where the learner first needs it")
+        "or `%check` is unknown where the learner first needs it"
+    )
     intro = sources[0]
     first = lab.exercises[0].id
-    for told in (f"%check {first}", f"nox -s check -- {lab.id}", f"nox -s hint -- {first}",
-                 f"nox -s watch -- {lab.id}", "Run All stops"):
+    for told in (
+        f"%check {first}",
+        f"nox -s check -- {lab.id}",
+        f"nox -s hint -- {first}",
+        f"nox -s watch -- {lab.id}",
+        "Run All stops",
+    ):
         assert told in intro, f"{lab.name}: the introduction does not mention {told!r}"
+
+
+# -- proof cells: a claim about Spark, its output recorded and compared by nbval -------------
+
+PROOF = "# NBVAL_CHECK_OUTPUT\nprint(sum(range(5)))"
+
+
+def _proof_notebook(output_text: str | None) -> nbformat.NotebookNode:
+    proof = new_code_cell(PROOF)
+    if output_text is not None:
+        proof.outputs = [nbformat.v4.new_output("stream", name="stdout", text=output_text)]
+    other = new_code_cell("print('not a proof')")
+    other.outputs = [nbformat.v4.new_output("stream", name="stdout", text="not a proof\n")]
+    notebook = new_notebook()
+    notebook.cells = [new_markdown_cell("# Lab"), proof, other]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    return notebook
+
+
+def test_solutions_keep_proof_outputs_and_labs_keep_none():
+    notebook = _proof_notebook("10\n")
+    kept = authoring.strip_outputs(notebook, keep_proofs=True)
+    assert [len(cell.get("outputs", [])) for cell in kept.cells] == [0, 1, 0]
+    assert authoring.strip_outputs(notebook).cells[1].outputs == []
+    assert authoring.is_proof(notebook.cells[1]) and not authoring.is_proof(notebook.cells[2])
+    assert authoring.unrecorded_proofs(notebook) == []
+    assert authoring.unrecorded_proofs(_proof_notebook(None)) == [2]
+
+
+@pytest.mark.parametrize("recorded, passes", [("10\n", True), ("11\n", False)])
+def test_nbval_compares_a_proof_cell_with_its_recorded_output(tmp_path, recorded, passes):
+    # The project's pytest settings (--nbval-lax) compare exactly the proof cells.
+    path = tmp_path / "proof.ipynb"
+    nbformat.write(authoring.strip_outputs(_proof_notebook(recorded), keep_proofs=True), path)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert (out.returncode == 0) is passes, out.stdout + out.stderr
+
+
+def test_record_runs_the_notebook_and_keeps_only_proof_outputs(tmp_path):
+    path = tmp_path / "proof.ipynb"
+    nbformat.write(_proof_notebook(None), path)
+    assert authoring.record(path, echo=lambda line: None) == 1
+    recorded = nbformat.read(path, as_version=4)
+    assert [cell.get("outputs") for cell in recorded.cells[1:]] == [
+        [{"name": "stdout", "output_type": "stream", "text": "10\n"}],
+        [],
+    ]
+
+
+def test_every_proof_cell_of_the_course_has_a_recorded_output():
+    assert authoring.unrecorded() == []

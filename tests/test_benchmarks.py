@@ -7,16 +7,29 @@ import json
 
 import pytest
 
-from streamlab import benchmarks, website
+from streamlab import benchmarks, mkdocs_hooks
 from streamlab.paths import REPO_ROOT
 
 
 def _result(name: str, *targets: dict, charts: tuple[str, ...] = ()) -> dict:
-    return {"name": name, "script": name, "title": f"The {name} benchmark",
-            "measured_at": "2026-11-23 10:00 UTC",
-            "machine": {"cores": 2, "memory_gib": 23.4, "python": "3.11.7", "pyspark": "4.3.0",
-                        "azure-eventhub": "5.15.1", "java": 'openjdk version "17.0.15"'},
-            "settings": {}, "figures": {}, "targets": list(targets), "charts": list(charts)}
+    return {
+        "name": name,
+        "script": name,
+        "title": f"The {name} benchmark",
+        "measured_at": "2026-11-23 10:00 UTC",
+        "machine": {
+            "cores": 2,
+            "memory_gib": 23.4,
+            "python": "3.11.7",
+            "pyspark": "4.3.0",
+            "azure-eventhub": "5.15.1",
+            "java": 'openjdk version "17.0.15"',
+        },
+        "settings": {},
+        "figures": {},
+        "targets": list(targets),
+        "charts": list(charts),
+    }
 
 
 def _target(figure: str, value, goal: str, met) -> dict:
@@ -33,12 +46,18 @@ def _write(folder, result: dict) -> None:
 def test_results_load_in_the_course_order(tmp_path):
     for name in ("zzz_extra", "learner_loop", "latency"):
         _write(tmp_path, _result(name))
-    assert [r["name"] for r in benchmarks.load(tmp_path)] == ["latency", "learner_loop", "zzz_extra"]
+    assert [r["name"] for r in benchmarks.load(tmp_path)] == [
+        "latency",
+        "learner_loop",
+        "zzz_extra",
+    ]
 
 
 def test_a_file_that_is_not_a_result_is_refused_with_its_name(tmp_path):
     (tmp_path / "notes.json").write_text('{"hello": 1}')
-    with pytest.raises(benchmarks.BenchmarkError, match="notes.json has no .*not a benchmark result"):
+    with pytest.raises(
+        benchmarks.BenchmarkError, match="notes.json has no .*not a benchmark result"
+    ):
         benchmarks.load(tmp_path)
     (tmp_path / "notes.json").write_text("{oops")
     with pytest.raises(benchmarks.BenchmarkError, match="notes.json is not JSON"):
@@ -46,10 +65,16 @@ def test_a_file_that_is_not_a_result_is_refused_with_its_name(tmp_path):
 
 
 def test_the_table_says_met_missed_or_reported_and_counts_the_targets():
-    table = benchmarks.text_table([_result(
-        "latency", _target("latency p50", 412, "<= 500", True),
-        _target("latency p99", 1_250, "<= 1000", False),
-        _target("batch median", 230.5, "report", None))])
+    table = benchmarks.text_table(
+        [
+            _result(
+                "latency",
+                _target("latency p50", 412, "<= 500", True),
+                _target("latency p99", 1_250, "<= 1000", False),
+                _target("batch median", 230.5, "report", None),
+            )
+        ]
+    )
     lines = table.splitlines()
     assert "latency p50" in lines[1] and lines[1].endswith("met")
     assert "1,250" in lines[2] and lines[2].endswith("MISSED")
@@ -66,22 +91,28 @@ def test_publishing_copies_results_and_charts(tmp_path):
 
 
 def test_a_page_gets_each_result_as_a_table_with_charts_relative_to_it(tmp_path):
-    _write(tmp_path, _result("latency", _target("latency p99", 1_250, "<= 1000", False),
-                             charts=("latency.svg",)))
+    _write(
+        tmp_path,
+        _result(
+            "latency", _target("latency p99", 1_250, "<= 1000", False), charts=("latency.svg",)
+        ),
+    )
     _write(tmp_path, _result("changelog", _target("ratio", 3.5, "report", None)))
-    everything = website.benchmark_sections("", "benchmarks.md", tmp_path)
+    everything = mkdocs_hooks.benchmark_sections("", "benchmarks.md", tmp_path)
     assert "### The latency benchmark" in everything and "### The changelog benchmark" in everything
     assert "| latency p99 | 1,250 ms | <= 1000 | **MISSED** |" in everything
     assert "![The latency benchmark](benchmarks/latency.svg)" in everything
     assert "`nox -s bench -- latency`" in everything and "2 cores" in everything
-    one = website.benchmark_sections("latency", "labs/06-rocksdb-under-the-hood.md", tmp_path)
+    one = mkdocs_hooks.benchmark_sections("latency", "labs/06-rocksdb-under-the-hood.md", tmp_path)
     assert "(../benchmarks/latency.svg)" in one and "changelog" not in one
-    assert "Not measured yet" in website.benchmark_sections("state_machine", "x.md", tmp_path)
+    assert "Not measured yet" in mkdocs_hooks.benchmark_sections("state_machine", "x.md", tmp_path)
 
 
 def test_a_notebook_shows_results_and_says_what_is_missing(tmp_path):
-    _write(tmp_path, _result("latency", _target("latency p50", 412, "<= 500", True),
-                             charts=("latency.svg",)))
+    _write(
+        tmp_path,
+        _result("latency", _target("latency p50", 412, "<= 500", True), charts=("latency.svg",)),
+    )
     table, chart, missing = benchmarks.displays("latency", "changelog", folder=tmp_path)
     assert "| latency p50 | 412 ms | <= 500 | met |" in table.data and "![" not in table.data
     assert "<svg" in chart.data
@@ -90,9 +121,12 @@ def test_a_notebook_shows_results_and_says_what_is_missing(tmp_path):
 
 def test_the_bench_session_runs_every_benchmark_script():
     tree = ast.parse((REPO_ROOT / "noxfile.py").read_text())
-    listed = next(ast.literal_eval(node.value) for node in ast.walk(tree)
-                  if isinstance(node, ast.Assign)
-                  and any(getattr(t, "id", None) == "BENCHMARKS" for t in node.targets))
+    listed = next(
+        ast.literal_eval(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and any(getattr(t, "id", None) == "BENCHMARKS" for t in node.targets)
+    )
     scripts = {p.stem for p in (REPO_ROOT / "bench").glob("*.py") if not p.stem.startswith("_")}
     assert sorted(listed) == sorted(scripts)
 
@@ -107,44 +141,72 @@ def test_every_benchmark_is_published_for_the_site():
 
 
 def test_a_batch_splits_into_the_parts_of_its_progress_report():
-    progress = {"durationMs": {"triggerExecution": 500, "latestOffset": 40, "getBatch": 1,
-                               "queryPlanning": 30, "walCommit": 20, "addBatch": 350,
-                               "commitOffsets": 25},
-                "stateOperators": [{"commitTimeMs": 60, "allUpdatesTimeMs": 12,
-                                    "allRemovalsTimeMs": 0},
-                                   {"commitTimeMs": 5, "allUpdatesTimeMs": 3}]}
+    progress = {
+        "durationMs": {
+            "triggerExecution": 500,
+            "latestOffset": 40,
+            "getBatch": 1,
+            "queryPlanning": 30,
+            "walCommit": 20,
+            "addBatch": 350,
+            "commitOffsets": 25,
+        },
+        "stateOperators": [
+            {"commitTimeMs": 60, "allUpdatesTimeMs": 12, "allRemovalsTimeMs": 0},
+            {"commitTimeMs": 5, "allUpdatesTimeMs": 3},
+        ],
+    }
     parts = benchmarks.batch_parts(progress)
     assert list(parts) == [*benchmarks.BATCH_PARTS, "other"]
     assert parts["addBatch"] == 350 and parts["other"] == 34
     assert sum(parts.values()) == 500
-    assert benchmarks.state_times(progress) == {"commitTimeMs": 65, "allUpdatesTimeMs": 15,
-                                                "allRemovalsTimeMs": 0}
+    assert benchmarks.state_times(progress) == {
+        "commitTimeMs": 65,
+        "allUpdatesTimeMs": 15,
+        "allRemovalsTimeMs": 0,
+    }
 
 
 def test_a_batch_part_the_report_lacks_is_zero_and_an_unknown_one_is_kept():
     # A no-data batch has no getBatch or queryPlanning; overlapping parts never make other < 0.
-    parts = benchmarks.batch_parts({"durationMs": {"triggerExecution": 10, "latestOffset": 8,
-                                                   "commitBatch": 7}})
+    parts = benchmarks.batch_parts(
+        {"durationMs": {"triggerExecution": 10, "latestOffset": 8, "commitBatch": 7}}
+    )
     assert parts["getBatch"] == 0 and parts["commitBatch"] == 7 and parts["other"] == 0
     assert benchmarks.state_times({"durationMs": {}}) == {
-        "commitTimeMs": 0, "allUpdatesTimeMs": 0, "allRemovalsTimeMs": 0}
+        "commitTimeMs": 0,
+        "allUpdatesTimeMs": 0,
+        "allRemovalsTimeMs": 0,
+    }
 
 
 def test_a_stacked_chart_draws_each_part_in_one_colour_and_names_it_once():
     svg = benchmarks.stacked_bar_chart_svg(
         "Where a batch's milliseconds go",
-        [("before: trigger 500 ms, two shuffle partitions, parquet sink",
-          [("latestOffset", 40.0), ("addBatch", 350.0), ("other", 10.0)]),
-         ("after", [("latestOffset", 20.0), ("addBatch", 150.0), ("other", 10.0)])],
-        "ms", reference=("target 500 ms", 500), note="medians of every batch")
+        [
+            (
+                "before: trigger 500 ms, two shuffle partitions, parquet sink",
+                [("latestOffset", 40.0), ("addBatch", 350.0), ("other", 10.0)],
+            ),
+            ("after", [("latestOffset", 20.0), ("addBatch", 150.0), ("other", 10.0)]),
+        ],
+        "ms",
+        reference=("target 500 ms", 500),
+        note="medians of every batch",
+    )
     import xml.etree.ElementTree as ET
 
     root = ET.fromstring(svg)
     ns = "{http://www.w3.org/2000/svg}"
     segments = [r for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None]
     assert [r.find(f"{ns}title").text for r in segments] == [
-        "latestOffset: 40.0 ms", "addBatch: 350 ms", "other: 10.0 ms",
-        "latestOffset: 20.0 ms", "addBatch: 150 ms", "other: 10.0 ms"]
+        "latestOffset: 40.0 ms",
+        "addBatch: 350 ms",
+        "other: 10.0 ms",
+        "latestOffset: 20.0 ms",
+        "addBatch: 150 ms",
+        "other: 10.0 ms",
+    ]
     colour = {r.find(f"{ns}title").text.split(":")[0]: set() for r in segments}
     for r in segments:
         colour[r.find(f"{ns}title").text.split(":")[0]].add(r.get("fill"))
@@ -152,7 +214,10 @@ def test_a_stacked_chart_draws_each_part_in_one_colour_and_names_it_once():
     texts = [" ".join(" ".join(t.itertext()).split()) for t in root.iter(f"{ns}text")]
     assert "400 ms" in texts and "180 ms" in texts
     assert [t for t in texts if t in ("latestOffset", "addBatch", "other")] == [
-        "latestOffset", "addBatch", "other"]
+        "latestOffset",
+        "addBatch",
+        "other",
+    ]
     # Widths follow the values: the first bar's addBatch is 350/40 of its latestOffset.
     widths = [float(r.get("width")) for r in segments]
     assert widths[1] / widths[0] == pytest.approx(350 / 40, rel=0.01)

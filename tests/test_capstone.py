@@ -13,7 +13,7 @@ each of those transitions exactly once.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from azure.eventhub import EventHubConsumerClient
@@ -52,7 +52,8 @@ def _heartbeats_of(connection_string: str, machine: str) -> list[datetime]:
     """The enqueue times of every heartbeat ``machine`` sent, read back from the hub."""
     partition = str(partition_for_key(machine, 4))
     client = EventHubConsumerClient.from_connection_string(
-        connection_string, consumer_group="$Default", eventhub_name="heartbeats")
+        connection_string, consumer_group="$Default", eventhub_name="heartbeats"
+    )
     with client:
         props = client.get_partition_properties(partition)
     count = 0 if props["is_empty"] else props["last_enqueued_sequence_number"] + 1
@@ -80,14 +81,23 @@ def test_a_paused_machine_turns_red_on_the_board_and_recovers(spark, hub, tmp_pa
         for name in MACHINES:
             fleet.add(name)
         settings = lab08.monitor_settings(cs, len(MACHINES), str(tmp_path))
-        started_at = datetime.now(timezone.utc)
-        query = lab08.monitor_writer(spark, settings, lab05.CatchUpProcessor(timeout_ms=TIMEOUT_MS)).start()
-        hub_rows = (spark.readStream.format("eventhubs").options(**settings["source"])
-                    .option("systemProperties", "true").load())
-        lake_query = (lab08.monitor_transitions(hub_rows, lab05.CatchUpProcessor(timeout_ms=TIMEOUT_MS))
-                      .writeStream.foreachBatch(delta_writer(lake))
-                      .option("checkpointLocation", str(tmp_path / "lake-checkpoint"))
-                      .trigger(processingTime="1 second").start())
+        started_at = datetime.now(UTC)
+        query = lab08.monitor_writer(
+            spark, settings, lab05.CatchUpProcessor(timeout_ms=TIMEOUT_MS)
+        ).start()
+        hub_rows = (
+            spark.readStream.format("eventhubs")
+            .options(**settings["source"])
+            .option("systemProperties", "true")
+            .load()
+        )
+        lake_query = (
+            lab08.monitor_transitions(hub_rows, lab05.CatchUpProcessor(timeout_ms=TIMEOUT_MS))
+            .writeStream.foreachBatch(delta_writer(lake))
+            .option("checkpointLocation", str(tmp_path / "lake-checkpoint"))
+            .trigger(processingTime="1 second")
+            .start()
+        )
         board.follow_eventhub(cs, "status", starting_position=started_at)
 
         def running() -> None:
@@ -99,11 +109,18 @@ def test_a_paused_machine_turns_red_on_the_board_and_recovers(spark, hub, tmp_pa
             def check():
                 running()
                 return all(board.statuses.get(m) == s for m, s in expected.items())
+
             return check
 
-        wait_for(statuses_are(dict.fromkeys(MACHINES, "Healthy")), timeout=120, what="every machine Healthy")
+        wait_for(
+            statuses_are(dict.fromkeys(MACHINES, "Healthy")),
+            timeout=120,
+            what="every machine Healthy",
+        )
         fleet.pause(PAUSED)
-        wait_for(statuses_are({PAUSED: "Unhealthy"}), timeout=30, what=f"{PAUSED} Unhealthy on the board")
+        wait_for(
+            statuses_are({PAUSED: "Unhealthy"}), timeout=30, what=f"{PAUSED} Unhealthy on the board"
+        )
         fleet.resume(PAUSED)
         wait_for(statuses_are({PAUSED: "Healthy"}), timeout=30, what=f"{PAUSED} Healthy again")
 
@@ -121,19 +138,26 @@ def test_a_paused_machine_turns_red_on_the_board_and_recovers(spark, hub, tmp_pa
 
     assert _chain(board, PAUSED) == ["Initializing", "Healthy", "Unhealthy", "Healthy"]
     for machine in set(MACHINES) - {PAUSED}:
-        assert _chain(board, machine) == ["Initializing", "Healthy"], (machine, _chain(board, machine))
+        assert _chain(board, machine) == ["Initializing", "Healthy"], (
+            machine,
+            _chain(board, machine),
+        )
 
     # The Unhealthy row is stamped with the moment the machine changed: its last heartbeat
     # before the pause, as the hub enqueued it, + the timeout. Exact, whatever the load.
-    went_red = next(t for t in board.transitions if t.machine_name == PAUSED and t.status == "Unhealthy")
+    went_red = next(
+        t for t in board.transitions if t.machine_name == PAUSED and t.status == "Unhealthy"
+    )
     red_ms = round(went_red.changed_at * 1000)
     last_beat = max(at for at in _heartbeats_of(cs, PAUSED) if _ms(at) < red_ms)
     assert red_ms == _ms(last_beat) + TIMEOUT_MS, (went_red, last_beat)
 
     # The Delta table: each transition exactly once, the same story as the board.
     rows = _lake_rows(lake)
-    keys = [(r["machine_name"], r["previous_status"], r["status"], _ms(r["last_status_change_time"]))
-            for r in rows]
+    keys = [
+        (r["machine_name"], r["previous_status"], r["status"], _ms(r["last_status_change_time"]))
+        for r in rows
+    ]
     repeated = [key for key, n in Counter(keys).items() if n > 1]
     assert not repeated, f"transitions written more than once to the Delta table: {repeated}"
     rows.sort(key=lambda r: (r["last_status_change_time"], r["machine_name"]))
@@ -141,5 +165,9 @@ def test_a_paused_machine_turns_red_on_the_board_and_recovers(spark, hub, tmp_pa
     assert lake_chain == {m: _chain(board, m) for m in MACHINES}, lake_chain
     lake_red = next(r for r in rows if r["machine_name"] == PAUSED and r["status"] == "Unhealthy")
     assert _ms(lake_red["last_status_change_time"]) == red_ms, lake_red
-    late = [r for r in rows if r["noticed_time"] < r["last_status_change_time"] - timedelta(milliseconds=1)]
+    late = [
+        r
+        for r in rows
+        if r["noticed_time"] < r["last_status_change_time"] - timedelta(milliseconds=1)
+    ]
     assert not late, f"transitions noticed before they happened: {late}"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from datetime import datetime, timezone
-from typing import Iterator, Optional
+from collections.abc import Iterator
+from datetime import UTC, datetime
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
@@ -36,7 +36,7 @@ class ModelProcessor(StatefulProcessor):
         self.handle = handle
         self.state = handle.getValueState("partition", lab.PARTITION_SCHEMA)
 
-    def _load(self) -> tuple[dict, Optional[int]]:
+    def _load(self) -> tuple[dict, int | None]:
         value = self.state.get()
         if value is None:
             return {}, None
@@ -52,16 +52,19 @@ class ModelProcessor(StatefulProcessor):
                 changes.append((last + TIMEOUT_MS, name, lab.UNHEALTHY, status))
         return sorted(changes)
 
-    def _finish(self, machines: dict, timer_ms: Optional[int], now: int, changes) -> Iterator[Row]:
-        deadlines = [last + TIMEOUT_MS for status, last in machines.values() if status != lab.UNHEALTHY]
+    def _finish(self, machines: dict, timer_ms: int | None, now: int, changes) -> Iterator[Row]:
+        deadlines = [
+            last + TIMEOUT_MS for status, last in machines.values() if status != lab.UNHEALTHY
+        ]
         wanted = max(min(deadlines), now + 1) if deadlines else None
         if timer_ms is not None and timer_ms != wanted:
             self.handle.deleteTimer(timer_ms)
         if wanted is not None and wanted != timer_ms:
             self.handle.registerTimer(wanted)
         names = sorted(machines)
-        self.state.update((names, [machines[n][0] for n in names], [machines[n][1] for n in names],
-                           wanted))
+        self.state.update(
+            (names, [machines[n][0] for n in names], [machines[n][1] for n in names], wanted)
+        )
         for at, name, new, old in changes:
             yield lab.transition_row(name, new, old, at, now)
 
@@ -94,10 +97,14 @@ class ModelProcessor(StatefulProcessor):
         yield from self._finish(machines, None, now, self._expire(machines, now))
 
 
-def _row(partition: str, machine: str, sent: int, sequence: Optional[int], last: Optional[int]) -> Row:
-    return Row(partition=partition, machine_name=machine,
-               event_time=datetime.fromtimestamp((START_MS + sent) / 1000, tz=timezone.utc),
-               sequence_number=sequence, last_enqueued_sequence_number=last)
+def _row(partition: str, machine: str, sent: int, sequence: int | None, last: int | None) -> Row:
+    return Row(
+        partition=partition,
+        machine_name=machine,
+        event_time=datetime.fromtimestamp((START_MS + sent) / 1000, tz=UTC),
+        sequence_number=sequence,
+        last_enqueued_sequence_number=last,
+    )
 
 
 def _logs(rng: random.Random, partitions: int, machines: int, until_ms: int) -> dict[str, list]:
@@ -110,7 +117,9 @@ def _logs(rng: random.Random, partitions: int, machines: int, until_ms: int) -> 
         stop = rng.choice([until_ms, until_ms, rng.randrange(until_ms)])
         while at < stop:
             logs[str(m % partitions)].append((at, name))
-            gap = rng.choice([1_000] * 6 + [rng.randrange(1, 2_000), rng.randrange(4_000, 12_000), 0])
+            gap = rng.choice(
+                [1_000] * 6 + [rng.randrange(1, 2_000), rng.randrange(4_000, 12_000), 0]
+            )
             at += gap
     return {p: sorted(log) for p, log in logs.items()}
 
@@ -120,8 +129,10 @@ def _run(seed: int) -> tuple[list, list]:
     rng = random.Random(seed)
     until = 90_000
     logs = _logs(rng, rng.choice([1, 2, 3]), rng.choice([3, 8, 30]), until)
-    testers = [TwsTester(lab.CatchUpProcessor(timeout_ms=TIMEOUT_MS), timeMode="ProcessingTime"),
-               TwsTester(ModelProcessor(), timeMode="ProcessingTime")]
+    testers = [
+        TwsTester(lab.CatchUpProcessor(timeout_ms=TIMEOUT_MS), timeMode="ProcessingTime"),
+        TwsTester(ModelProcessor(), timeMode="ProcessingTime"),
+    ]
     outputs: list[list] = [[], []]
     read = defaultdict(int)
     now = 0
@@ -131,31 +142,48 @@ def _run(seed: int) -> tuple[list, list]:
         no_end = rng.random() < 0.1
         batch = {}
         for partition, log in sorted(logs.items()):
-            there = [(i, sent, m) for i, (sent, m) in enumerate(log) if i >= read[partition] and sent <= now]
+            there = [
+                (i, sent, m)
+                for i, (sent, m) in enumerate(log)
+                if i >= read[partition] and sent <= now
+            ]
             taken = there[:limit] if limit else there
             read[partition] += len(taken)
-            rows = [_row(partition, m, sent, i, None if no_end else there[-1][0]) for i, sent, m in taken]
+            rows = [
+                _row(partition, m, sent, i, None if no_end else there[-1][0])
+                for i, sent, m in taken
+            ]
             if read[partition] and rng.random() < 0.2:  # a duplicate, or a heartbeat older than it
                 i = rng.randrange(read[partition])
                 sent, m = log[i]
                 if rng.random() < 0.5:
                     rows.append(_row(partition, m, sent, i, i))
                 else:
-                    rows.append(_row(partition, m, max(0, sent - rng.randrange(1, 3_000)), None, None))
+                    rows.append(
+                        _row(partition, m, max(0, sent - rng.randrange(1, 3_000)), None, None)
+                    )
             if rows:
                 rng.shuffle(rows)
                 batch[partition] = rows
         for tester, out in zip(testers, outputs):
-            tester._currentProcessingTimeMs = START_MS + now  # rows first, then due timers, as Spark
+            tester._currentProcessingTimeMs = (
+                START_MS + now
+            )  # rows first, then due timers, as Spark
             for partition, rows in batch.items():
                 out += [("rows", partition, tuple(r)) for r in tester.test(partition, rows)]
             out += [("timer", tuple(r)) for r in tester._handleExpiredTimers()]
         for partition in logs:
             got, want = (t.peekValueState("partition", partition) for t in testers)
-            as_dict = [None if v is None else (dict(zip(v[0], zip(v[1], v[2]))), v[3]) for v in (got, want)]
-            assert as_dict[0] == as_dict[1], f"seed {seed}, at {now} ms, partition {partition}: state differs"
+            as_dict = [
+                None if v is None else (dict(zip(v[0], zip(v[1], v[2]))), v[3]) for v in (got, want)
+            ]
+            assert as_dict[0] == as_dict[1], (
+                f"seed {seed}, at {now} ms, partition {partition}: state differs"
+            )
             timers = [sorted(t.handle._timers.listTimers(partition)) for t in testers]
-            assert timers[0] == timers[1], f"seed {seed}, at {now} ms, partition {partition}: timers differ"
+            assert timers[0] == timers[1], (
+                f"seed {seed}, at {now} ms, partition {partition}: timers differ"
+            )
     return outputs
 
 
@@ -165,9 +193,15 @@ def test_the_processor_does_what_the_plain_rules_do():
         got, want = _run(seed)
         assert got == want, (
             f"seed {seed}: CatchUpProcessor and the plain rules differ; first difference at entry "
-            f"{next(i for i, (a, b) in enumerate(zip(got + [None], want + [None])) if a != b)}")
+            f"{next(i for i, (a, b) in enumerate(zip(got + [None], want + [None])) if a != b)}"
+        )
         kinds |= {(entry[0], entry[-1][2], entry[-1][1]) for entry in want}  # who, previous, status
     # The stories must reach every kind of change, or the comparison proves little.
-    assert {("rows", None, lab.INITIALIZING), ("rows", lab.INITIALIZING, lab.HEALTHY),
-            ("rows", lab.HEALTHY, lab.UNHEALTHY), ("rows", lab.UNHEALTHY, lab.HEALTHY),
-            ("rows", lab.INITIALIZING, lab.UNHEALTHY), ("timer", lab.HEALTHY, lab.UNHEALTHY)} <= kinds, kinds
+    assert {
+        ("rows", None, lab.INITIALIZING),
+        ("rows", lab.INITIALIZING, lab.HEALTHY),
+        ("rows", lab.HEALTHY, lab.UNHEALTHY),
+        ("rows", lab.UNHEALTHY, lab.HEALTHY),
+        ("rows", lab.INITIALIZING, lab.UNHEALTHY),
+        ("timer", lab.HEALTHY, lab.UNHEALTHY),
+    } <= kinds, kinds

@@ -12,17 +12,16 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from streamlab import cell_runs
-from streamlab.grading import magic
+from streamlab.grading import cell_history, magic
 from streamlab.paths import REPO_ROOT
 
 LAB = "00-orientation"
 WRONG_0_3 = "def summarise_progress(progress):\n    return 'wrong'\n"
-SOLVED_0_3 = '''\
+SOLVED_0_3 = """\
 def summarise_progress(progress: dict) -> str:
     took = progress["durationMs"]["triggerExecution"]
     return f"batch {progress['batchId']}: {progress['numInputRows']} rows in {took} ms"
-'''
+"""
 
 
 @pytest.fixture
@@ -32,8 +31,8 @@ def shell(tmp_path, monkeypatch):
     shutil.copytree(REPO_ROOT / "labs" / LAB, folder)
     monkeypatch.chdir(folder)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
-    monkeypatch.setattr(cell_runs, "LAST_RUNS", {})
-    monkeypatch.setattr(magic, "LAST_RUNS", cell_runs.LAST_RUNS)
+    monkeypatch.setattr(cell_history, "LAST_RUNS", {})
+    monkeypatch.setattr(magic, "LAST_RUNS", cell_history.LAST_RUNS)
     config = Config()
     config.HistoryManager.enabled = False  # keep the learner's own IPython history clean
     shell = InteractiveShell.instance(config=config)
@@ -54,9 +53,21 @@ def _graded_by_the_grader(tmp_path, source: str) -> dict:
     content = nbformat.read(notebook, as_version=4)
     next(c for c in content.cells if "exercise-0.3" in c.metadata.get("tags", [])).source = source
     nbformat.write(content, notebook)
-    subprocess.run([sys.executable, "-m", "streamlab.grading", "00", "--notebooks", str(labs),
-                    "--json", str(tmp_path / "saved.json")], cwd=REPO_ROOT, capture_output=True,
-                   timeout=120)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streamlab.grading",
+            "00",
+            "--notebooks",
+            str(labs),
+            "--json",
+            str(tmp_path / "saved.json"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        timeout=120,
+    )
     graded = json.loads((tmp_path / "saved.json").read_text())
     return next(e for e in graded["labs"][0]["exercises"] if e["id"] == "0.3")
 
@@ -93,20 +104,34 @@ def test_check_alone_grades_the_lab_of_the_notebook_as_saved(shell, capsys):
 
 
 def test_the_report_in_html_escapes_the_learners_text():
-    report = magic.CheckReport("00", REPO_ROOT / f"{LAB}.ipynb", (magic.Graded(
-        id="0.3", title="Summarise", status="failed", message="Expected '<b>', got 1.",
-        hint="Read the `dict`.", version="cell 16 as you last ran it at 10:42:13, not saved yet"),),
-        seconds=1.0)
+    report = magic.CheckReport(
+        "00",
+        REPO_ROOT / f"{LAB}.ipynb",
+        (
+            magic.Graded(
+                id="0.3",
+                title="Summarise",
+                status="failed",
+                message="Expected '<b>', got 1.",
+                hint="Read the `dict`.",
+                version="cell 16 as you last ran it at 10:42:13, not saved yet",
+            ),
+        ),
+        seconds=1.0,
+    )
     html = report._repr_html_()
     assert "streamlab-check-failed" in html and "Expected &#x27;&lt;b&gt;&#x27;, got 1." in html
     assert "Read the <code>dict</code>." in html
     assert "Graded: cell 16 as you last ran it at 10:42:13, not saved yet." in str(report)
 
 
-@pytest.mark.parametrize("line, sentence", [
-    ("0.9", "lab 00 has no exercise 0.9"),
-    ("0.1 2.1", "%check grades one lab at a time"),
-])
+@pytest.mark.parametrize(
+    "line, sentence",
+    [
+        ("0.9", "lab 00 has no exercise 0.9"),
+        ("0.1 2.1", "%check grades one lab at a time"),
+    ],
+)
 def test_a_wrong_argument_is_one_sentence(shell, capsys, line, sentence):
     assert shell.run_cell(f"%check {line}").success
     shown = capsys.readouterr().out
@@ -114,10 +139,15 @@ def test_a_wrong_argument_is_one_sentence(shell, capsys, line, sentence):
 
 
 def test_importing_streamlab_stays_cheap_in_a_kernel():
-    code = ("import sys; from IPython.core.interactiveshell import InteractiveShell; "
-            "shell = InteractiveShell.instance(); import streamlab; "
-            "print('check' in shell.magics_manager.magics['line'], "
-            "'pyspark' in sys.modules, 'streamlab.grading' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=60)
-    assert result.stdout.split() == ["True", "False", "False"], result.stdout + result.stderr
+    code = (
+        "import sys; from IPython.core.interactiveshell import InteractiveShell; "
+        "shell = InteractiveShell.instance(); import streamlab; "
+        "print('check' in shell.magics_manager.magics['line'], "
+        "'pyspark' in sys.modules, 'nbformat' in sys.modules, 'pytest' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout.split() == ["True", "False", "False", "False"], (
+        result.stdout + result.stderr
+    )

@@ -40,9 +40,24 @@ MACHINES = ["m1", "m2"]
 def start_cluster(log_dir: Path) -> tuple[subprocess.Popen, str, str]:
     """``python -m streamlab.cluster --workers 1``; the process, the master URL and web UI it prints."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlab.cluster", "--workers", "1", "--cores", "2",
-         "--memory", "2g", "--log-dir", str(log_dir)],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "streamlab.cluster",
+            "--workers",
+            "1",
+            "--cores",
+            "2",
+            "--memory",
+            "2g",
+            "--log-dir",
+            str(log_dir),
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines = []
     for line in process.stdout:
         lines.append(line)
@@ -58,11 +73,25 @@ def start_monitor(connection_string: str, master: str, work: Path, run: str) -> 
     """The monitor as a driver on ``master``, in a process group of its own (its JVM included)."""
     log = open(work / f"monitor-{run}.log", "w")
     return subprocess.Popen(
-        [sys.executable, "-m", "streamlab.monitor", "--connection-string", connection_string,
-         "--checkpoint", str(work / "checkpoint"), "--output", str(work / "out"),
-         "--trigger", "500 milliseconds"],
-        cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "STREAMLAB_SPARK_MASTER": master})
+        [
+            sys.executable,
+            "-m",
+            "streamlab.monitor",
+            "--connection-string",
+            connection_string,
+            "--checkpoint",
+            str(work / "checkpoint"),
+            "--output",
+            str(work / "out"),
+            "--trigger",
+            "500 milliseconds",
+        ],
+        cwd=REPO_ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "STREAMLAB_SPARK_MASTER": master},
+    )
 
 
 def statuses(rows, machine: str) -> list[str]:
@@ -76,10 +105,12 @@ def batches(out: Path) -> list[int]:
 
 def running(process: subprocess.Popen, log: Path):
     """A wait condition that fails at once, with the log, if ``process`` exited."""
+
     def check() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"the driver exited: {log.read_text()[-3000:]}")
         return False
+
     return check
 
 
@@ -120,9 +151,18 @@ def test_the_monitor_runs_on_the_cluster_and_keeps_its_state_across_a_driver_kil
             first = start_monitor(hub.connection_string, master, tmp_path, "1")
             try:
                 alive = running(first, tmp_path / "monitor-1.log")
-                wait_for(lambda: alive() or all(statuses(read_transitions(out), m)[:2]
-                                                == ["Initializing", "Healthy"] for m in MACHINES),
-                         timeout=240, interval=0.5, what="every machine Initializing, then Healthy")
+                wait_for(
+                    lambda: (
+                        alive()
+                        or all(
+                            statuses(read_transitions(out), m)[:2] == ["Initializing", "Healthy"]
+                            for m in MACHINES
+                        )
+                    ),
+                    timeout=240,
+                    interval=0.5,
+                    what="every machine Initializing, then Healthy",
+                )
             finally:
                 os.killpg(first.pid, signal.SIGKILL)  # the driver and its JVM, as in a crash
                 first.wait(30)
@@ -133,8 +173,12 @@ def test_the_monitor_runs_on_the_cluster_and_keeps_its_state_across_a_driver_kil
                 alive = running(second, tmp_path / "monitor-2.log")
                 # Two batches after the last one written before the kill (which the restarted
                 # driver may replay): it has read the heartbeats sent while it was down.
-                wait_for(lambda: alive() or len([b for b in batches(out) if b > last_batch]) >= 2,
-                         timeout=240, interval=0.5, what="two batches after the restart")
+                wait_for(
+                    lambda: alive() or len([b for b in batches(out) if b > last_batch]) >= 2,
+                    timeout=240,
+                    interval=0.5,
+                    what="two batches after the restart",
+                )
             finally:
                 second.send_signal(signal.SIGTERM)
                 code = second.wait(60)
@@ -148,7 +192,10 @@ def test_the_monitor_runs_on_the_cluster_and_keeps_its_state_across_a_driver_kil
         for machine in MACHINES:
             seen = statuses(rows, machine)
             # The state survived the kill: the restarted driver did not meet them anew.
-            assert seen[:2] == ["Initializing", "Healthy"] and seen.count("Initializing") == 1, (machine, rows)
+            assert seen[:2] == ["Initializing", "Healthy"] and seen.count("Initializing") == 1, (
+                machine,
+                rows,
+            )
     finally:
         cluster.send_signal(signal.SIGTERM)
         code = cluster.wait(60)
@@ -156,8 +203,9 @@ def test_the_monitor_runs_on_the_cluster_and_keeps_its_state_across_a_driver_kil
     assert daemons, "the cluster started no daemon"
     # A process killed a moment ago may take a moment to go.
     deadline = time.monotonic() + 15
-    while (left := [pid for pid, group in process_groups().items() if group in daemons]) \
-            and time.monotonic() < deadline:
+    while (
+        left := [pid for pid, group in process_groups().items() if group in daemons]
+    ) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not left, f"processes of the cluster outlived it: {left}"
 
@@ -179,8 +227,13 @@ def test_executors_run_this_python_unless_a_cluster_python_was_chosen(monkeypatc
 def test_a_cluster_needs_a_worker():
     with pytest.raises(ValueError, match="at least one worker"):
         LocalCluster(workers=0)
-    answer = subprocess.run([sys.executable, "-m", "streamlab.cluster", "--workers", "0"],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    answer = subprocess.run(
+        [sys.executable, "-m", "streamlab.cluster", "--workers", "0"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert answer.returncode == 2 and "--workers must be at least 1" in answer.stderr
     assert "Traceback" not in answer.stderr
 
@@ -203,14 +256,27 @@ query.awaitTermination()
 """
 
 
-def start_executors_driver(connection_string: str, master: str, work: Path, run: str,
-                           limit: int) -> subprocess.Popen:
+def start_executors_driver(
+    connection_string: str, master: str, work: Path, run: str, limit: int
+) -> subprocess.Popen:
     """The driver above in a process group of its own (its JVM included), logging to ``work``."""
     log = open(work / f"driver-{run}.log", "w")
     return subprocess.Popen(
-        [sys.executable, "-c", _EXECUTORS_DRIVER, master, connection_string, str(work / "out"),
-         str(work / "checkpoint"), str(limit)],
-        cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-c",
+            _EXECUTORS_DRIVER,
+            master,
+            connection_string,
+            str(work / "out"),
+            str(work / "checkpoint"),
+            str(limit),
+        ],
+        cwd=REPO_ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def committed_batches(out: Path) -> int:
@@ -224,8 +290,10 @@ def socket_owner(local_port: int, remote_port: int) -> int | None:
     inodes = set()
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
-        if (int(fields[1].split(":")[1], 16), int(fields[2].split(":")[1], 16)) \
-                == (local_port, remote_port):
+        if (int(fields[1].split(":")[1], 16), int(fields[2].split(":")[1], 16)) == (
+            local_port,
+            remote_port,
+        ):
             inodes.add(f"socket:[{fields[9]}]")
     for fd_dir in Path("/proc").glob("[0-9]*/fd"):
         try:
@@ -277,13 +345,17 @@ def kill_group(process: subprocess.Popen) -> None:
 
 
 def test_executors_read_the_hub_on_the_cluster_exactly_once_across_a_driver_kill(
-        spark, hub, tmp_path, partition_receivers):
+    spark, hub, tmp_path, partition_receivers
+):
     first_wave = [f"first-{i}" for i in range(64)]
     second_wave = [f"second-{i}" for i in range(24)]
     send(hub.connection_string, first_wave)
     cluster, master, _ = start_cluster(tmp_path / "cluster")
-    worker = next(pid for pid in children(cluster.pid)
-                  if "deploy.worker.Worker" in Path(f"/proc/{pid}/cmdline").read_text())
+    worker = next(
+        pid
+        for pid in children(cluster.pid)
+        if "deploy.worker.Worker" in Path(f"/proc/{pid}/cmdline").read_text()
+    )
     drivers = []
     try:
         # Two events a partition a batch: several batches, the kill lands between two of them
@@ -292,8 +364,12 @@ def test_executors_read_the_hub_on_the_cluster_exactly_once_across_a_driver_kill
         drivers.append(first.pid)
         try:
             alive = running(first, tmp_path / "driver-1.log")
-            wait_for(lambda: alive() or committed_batches(tmp_path / "out") >= 2,
-                     timeout=240, interval=0.1, what="two batches committed")
+            wait_for(
+                lambda: alive() or committed_batches(tmp_path / "out") >= 2,
+                timeout=240,
+                interval=0.1,
+                what="two batches committed",
+            )
         finally:
             kill_group(first)
         read_before = spark.read.parquet(str(tmp_path / "out")).count()
@@ -318,5 +394,6 @@ def test_executors_read_the_hub_on_the_cluster_exactly_once_across_a_driver_kill
     # worker); the drivers opened none (they only asked the hub for the partitions' ends).
     assert partition_receivers, "no receiver read a partition"
     for address, chain in partition_receivers:
-        assert worker in chain and not set(drivers) & set(chain), \
+        assert worker in chain and not set(drivers) & set(chain), (
             f"a receiver of {address} ran in {chain[:1]} under {chain[1:]}, not the worker {worker}"
+        )

@@ -75,16 +75,28 @@ os._exit(0)
 
 
 def test_lab04_heartbeat_query_runs_over_spark_connect(hub, tmp_path):
-    with ConnectServer(log_dir=tmp_path / "connect") as server, \
-            Fleet(hub.connection_string) as fleet:
+    with (
+        ConnectServer(log_dir=tmp_path / "connect") as server,
+        Fleet(hub.connection_string) as fleet,
+    ):
         assert server.url.startswith("sc://127.0.0.1:")
         for name in MACHINES:
             fleet.add(name)
         client = subprocess.run(
-            [sys.executable, "-c", CLIENT, hub.connection_string, str(tmp_path / "checkpoint"),
-             ",".join(MACHINES)],
-            cwd=REPO_ROOT, capture_output=True, text=True, timeout=400,
-            env={**os.environ, "STREAMLAB_SPARK_REMOTE": server.url})
+            [
+                sys.executable,
+                "-c",
+                CLIENT,
+                hub.connection_string,
+                str(tmp_path / "checkpoint"),
+                ",".join(MACHINES),
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=400,
+            env={**os.environ, "STREAMLAB_SPARK_REMOTE": server.url},
+        )
     assert client.returncode == 0, client.stderr[-3000:]
     seen = json.loads(client.stdout.strip().splitlines()[-1])
     assert seen["session"] == "pyspark.sql.connect.session"

@@ -28,8 +28,12 @@ def deliver(folder: Path, name: str, first: int, count: int, order: int) -> None
     """A JSON file of readings ``first .. first+count-1``; ``order`` fixes when the source sees it."""
     folder.mkdir(parents=True, exist_ok=True)
     hidden = folder / f".{name}.tmp"
-    hidden.write_text("".join(json.dumps({"reading": n, "device": f"d{n % 3}"}) + "\n"
-                              for n in range(first, first + count)))
+    hidden.write_text(
+        "".join(
+            json.dumps({"reading": n, "device": f"d{n % 3}"}) + "\n"
+            for n in range(first, first + count)
+        )
+    )
     os.utime(hidden, (1_700_000_000 + order,) * 2)
     os.replace(hidden, folder / f"{name}.json")
 
@@ -43,10 +47,15 @@ def data_files(table: Path) -> list[Path]:
 
 
 def start(spark, source: Path, table: Path, checkpoint: Path):
-    return (spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).json(str(source))
-            .writeStream.foreachBatch(delta_writer(table))
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True).start())
+    return (
+        spark.readStream.schema(DDL)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(source))
+        .writeStream.foreachBatch(delta_writer(table))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
 
 
 def test_a_batch_written_twice_is_in_the_table_once(spark, tmp_path):
@@ -56,17 +65,17 @@ def test_a_batch_written_twice_is_in_the_table_once(spark, tmp_path):
     second = spark.createDataFrame([(3, "d0")], DDL)
 
     write(first, 0)
-    write(first, 0)   # a retried batch
+    write(first, 0)  # a retried batch
     write(second, 1)
-    write(first, 0)   # an older batch, replayed late
+    write(first, 0)  # an older batch, replayed late
     write(second, 1)
 
     assert readings(table) == [1, 2, 3]
     assert DeltaTable(str(table)).transaction_version("sensors") == 1
-    assert DeltaTable(str(table)).version() == 1   # one commit per batch, none for the replays
+    assert DeltaTable(str(table)).version() == 1  # one commit per batch, none for the replays
     assert len(data_files(table)) == 2
 
-    delta_writer(table, app_id="another query")(second, 0)   # its own batch 0
+    delta_writer(table, app_id="another query")(second, 0)  # its own batch 0
     assert readings(table) == [1, 2, 3, 3]
 
 
@@ -75,8 +84,9 @@ def test_a_replayed_batch_is_not_even_computed(spark, tmp_path):
     write = delta_writer(table, app_id="sensors")
     write(spark.createDataFrame([(1, "d1")], DDL), 0)
     failing = spark.createDataFrame([(2, "d2")], DDL).selectExpr(
-        "reading", "raise_error('computed') AS device")
-    write(failing, 0)   # skipped before Spark runs it
+        "reading", "raise_error('computed') AS device"
+    )
+    write(failing, 0)  # skipped before Spark runs it
     with pytest.raises(Exception, match="computed"):
         write(failing, 1)
     assert readings(table) == [1]
@@ -94,13 +104,19 @@ def test_time_travel_reads_what_a_version_held(spark, tmp_path):
 
 def test_the_schema_comes_from_the_dataframe_nested_types_included(spark, tmp_path):
     table = tmp_path / "samples"
-    batch = spark.sql("SELECT 'd1' AS device, named_struct('t', TIMESTAMP'2026-11-22 10:00:00', "
-                      "'f', 49.9D) AS first, array(named_struct('t', TIMESTAMP'2026-11-22 "
-                      "10:00:05', 'f', -1.0D)) AS anomalies, 3 AS events")
+    batch = spark.sql(
+        "SELECT 'd1' AS device, named_struct('t', TIMESTAMP'2026-11-22 10:00:00', "
+        "'f', 49.9D) AS first, array(named_struct('t', TIMESTAMP'2026-11-22 "
+        "10:00:05', 'f', -1.0D)) AS anomalies, 3 AS events"
+    )
     delta_writer(table, app_id="q")(batch, 0)
     schema = json.loads(DeltaTable(str(table)).schema().to_json())
     assert [(f["name"], f["nullable"]) for f in schema["fields"]] == [
-        ("device", True), ("first", True), ("anomalies", True), ("events", True)]
+        ("device", True),
+        ("first", True),
+        ("anomalies", True),
+        ("events", True),
+    ]
     [row] = read_table(table).to_pylist()
     assert row["first"]["f"] == 49.9 and row["anomalies"][0]["f"] == -1.0 and row["events"] == 3
 
@@ -146,7 +162,7 @@ def test_a_restarted_query_writes_the_replayed_batch_once(spark, tmp_path):
     start(spark, source, table, checkpoint).awaitTermination()
 
     assert readings(table) == list(range(9))
-    assert DeltaTable(str(table)).version() == versions + 1   # batch 2 only
+    assert DeltaTable(str(table)).version() == versions + 1  # batch 2 only
     assert (checkpoint / "commits" / "2").exists()
 
     # A new checkpoint is a new query: its batch 0 is not mistaken for the old query's.
@@ -181,8 +197,9 @@ spark = spark_session("local[1]")
 
 def _wait_for_line(process: subprocess.Popen, text: str, timeout: float) -> bool:
     lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout],
-                     daemon=True).start()
+    threading.Thread(
+        target=lambda: [lines.put(line) for line in process.stdout], daemon=True
+    ).start()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -199,13 +216,16 @@ def test_kill_9_between_the_data_files_and_the_commit(spark, tmp_path):
     deliver(source, "b", 3, 3, order=1)
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    child = subprocess.Popen([sys.executable, str(script), str(source), str(table),
-                              str(checkpoint)], stdout=subprocess.PIPE, text=True,
-                             start_new_session=True)
+    child = subprocess.Popen(
+        [sys.executable, str(script), str(source), str(table), str(checkpoint)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         reached = _wait_for_line(child, "DATA FILES WRITTEN", timeout=180)
     finally:
-        os.killpg(child.pid, signal.SIGKILL)   # the driver and its JVM, at once
+        os.killpg(child.pid, signal.SIGKILL)  # the driver and its JVM, at once
         child.wait()
     assert reached, "the child never reached the commit of batch 1"
 
@@ -217,13 +237,15 @@ def test_kill_9_between_the_data_files_and_the_commit(spark, tmp_path):
     start(spark, source, table, checkpoint).awaitTermination()
 
     assert readings(table) == list(range(6))
-    assert len(data_files(table)) == 3   # the orphan stays on disk, unread
+    assert len(data_files(table)) == 3  # the orphan stays on disk, unread
     committed = {Path(uri).name for uri in DeltaTable(str(table)).file_uris()}
     assert len({p.name for p in data_files(table)} - committed) == 1
 
 
 def test_fan_out_hands_each_batch_to_every_writer(spark, tmp_path):
-    write = fan_out(delta_writer(tmp_path / "a", app_id="q"), delta_writer(tmp_path / "b", app_id="q"))
+    write = fan_out(
+        delta_writer(tmp_path / "a", app_id="q"), delta_writer(tmp_path / "b", app_id="q")
+    )
     write(spark.createDataFrame([(1, "d1")], DDL), 0)
     write(spark.createDataFrame([(1, "d1")], DDL), 0)
     assert readings(tmp_path / "a") == readings(tmp_path / "b") == [1]

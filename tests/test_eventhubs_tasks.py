@@ -18,8 +18,8 @@ import pytest
 from eventhub_clients import send
 
 import streamlab.hub.connection
-from streamlab.eventhubs import receivers as receivers_module
 from streamlab.eventhubs import EventHubsOptionError
+from streamlab.eventhubs import receivers as receivers_module
 from streamlab.eventhubs.options import parse_options
 from streamlab.eventhubs.source import EventHubsStreamReader, EventsPartition, RangePartition
 
@@ -44,9 +44,14 @@ def partition_links(monkeypatch) -> list[str]:
 @pytest.fixture
 def task(hub):
     """A task's copy of an executors-mode reader, as Spark pickles it; kept receivers closed after."""
-    options = parse_options({"connectionString": hub.connection_string,
-                             "eventHubName": "heartbeats", "receiveOn": "executors",
-                             "timeoutSeconds": "5"})
+    options = parse_options(
+        {
+            "connectionString": hub.connection_string,
+            "eventHubName": "heartbeats",
+            "receiveOn": "executors",
+            "timeoutSeconds": "5",
+        }
+    )
     yield pickle.loads(pickle.dumps(EventHubsStreamReader(options)))
     receivers_module.close_kept_receivers()
 
@@ -106,20 +111,37 @@ def test_a_failed_range_closes_its_receiver(hub, task):
 
 
 def _driver_reader(hub, **options) -> EventHubsStreamReader:
-    return EventHubsStreamReader(parse_options({
-        "connectionString": hub.connection_string, "eventHubName": "heartbeats",
-        "timeoutSeconds": "10", **options}))
+    return EventHubsStreamReader(
+        parse_options(
+            {
+                "connectionString": hub.connection_string,
+                "eventHubName": "heartbeats",
+                "timeoutSeconds": "10",
+                **options,
+            }
+        )
+    )
 
 
-@pytest.mark.parametrize("options, tasks", [
-    ({}, [["0", "0", "0", "1", "1", "2"]]),                       # 6 events: one task
-    ({"eventsPerTask": "6"}, [["0", "0", "0", "1", "1", "2"]]),
-    ({"eventsPerTask": "5"}, [["0", "0", "0"], ["1", "1"], ["2"]]),  # more: a task per partition
-    ({"eventsPerTask": "0"}, [["0", "0", "0"], ["1", "1"], ["2"]]),
-])
+@pytest.mark.parametrize(
+    "options, tasks",
+    [
+        ({}, [["0", "0", "0", "1", "1", "2"]]),  # 6 events: one task
+        ({"eventsPerTask": "6"}, [["0", "0", "0", "1", "1", "2"]]),
+        (
+            {"eventsPerTask": "5"},
+            [["0", "0", "0"], ["1", "1"], ["2"]],
+        ),  # more: a task per partition
+        ({"eventsPerTask": "0"}, [["0", "0", "0"], ["1", "1"], ["2"]]),
+    ],
+)
 def test_on_the_driver_a_small_batch_is_one_task(hub, options, tasks):
     for partition, count in (("0", 3), ("1", 2), ("2", 1)):
-        send(hub.connection_string, [f"p{partition}-{i}" for i in range(count)], partition_id=partition)
+        send(
+            hub.connection_string,
+            [f"p{partition}-{i}" for i in range(count)],
+            partition_id=partition,
+        )
     reader = _driver_reader(hub, **options)
     try:
         start = {p: 0 for p in "0123"}
@@ -130,11 +152,18 @@ def test_on_the_driver_a_small_batch_is_one_task(hub, options, tasks):
         read = [list(reader.read(pickle.loads(pickle.dumps(p)))) for p in planned]
         assert [[row[1] for row in rows] for rows in read] == tasks
         assert sorted(row[0] for rows in read for row in rows) == sorted(
-            f"p{p}-{i}".encode() for p, count in (("0", 3), ("1", 2), ("2", 1)) for i in range(count))
+            f"p{p}-{i}".encode()
+            for p, count in (("0", 3), ("1", 2), ("2", 1))
+            for i in range(count)
+        )
     finally:
         reader.stop()
 
 
 def test_events_per_task_must_be_a_whole_number():
-    with pytest.raises(EventHubsOptionError, match="eventsPerTask must be a whole number, 0 or more; got 'many'"):
-        parse_options({"connectionString": "Endpoint=sb://h:1;EntityPath=x", "eventsPerTask": "many"})
+    with pytest.raises(
+        EventHubsOptionError, match="eventsPerTask must be a whole number, 0 or more; got 'many'"
+    ):
+        parse_options(
+            {"connectionString": "Endpoint=sb://h:1;EntityPath=x", "eventsPerTask": "many"}
+        )

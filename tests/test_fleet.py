@@ -61,7 +61,7 @@ def test_rate_changes_how_often_a_machine_sends(fleet, clock):
     fleet.set_rate(4.0)
     for expected in (2, 3, 4, 5):
         clock.now += 0.25
-        wait_for(lambda: fleet.events_sent == expected, what=f"heartbeat {expected}")
+        wait_for(lambda n=expected: fleet.events_sent == n, what=f"heartbeat {expected}")
 
 
 def test_injected_events_are_sent_once_with_the_machines_key(fleet, clock, hub):

@@ -15,8 +15,15 @@ from streamlab import registry
 from streamlab.grading import loader, report
 from streamlab.grading.plugin import CheckResult
 from streamlab.grading.timeout import CheckTimeout, time_limit
-from streamlab.grading.verdict import (FAILED, NOT_STARTED, PASSED, CellFailed, Verdict,
-                                       combine, verdict_for)
+from streamlab.grading.verdict import (
+    FAILED,
+    NOT_STARTED,
+    PASSED,
+    CellFailed,
+    Verdict,
+    combine,
+    verdict_for,
+)
 from streamlab.paths import REPO_ROOT
 
 
@@ -45,7 +52,7 @@ def test_only_graded_cells_run_in_a_fresh_module(tmp_path):
     loaded = loader.load_notebook(path)
     assert loaded.area(1) == pytest.approx(3.14159, rel=1e-4)
     with pytest.raises(loader.MissingName):
-        loaded.LEFTOVER
+        _ = loaded.LEFTOVER
     assert loaded.exercises == {"1.1"} and loaded.problems == []
 
 
@@ -64,8 +71,11 @@ def test_a_syntax_error_names_the_cell_and_spares_other_exercises(tmp_path):
 
 
 def test_a_broken_setup_cell_blocks_every_exercise(tmp_path):
-    path = _write(tmp_path, _code("import no_such_module_here", "graded-setup"),
-                  _code("def f():\n    return 1", "exercise-1.1"))
+    path = _write(
+        tmp_path,
+        _code("import no_such_module_here", "graded-setup"),
+        _code("def f():\n    return 1", "exercise-1.1"),
+    )
     problem = loader.load_notebook(path).problem_for("1.1")
     assert problem is not None and "ModuleNotFoundError" in problem.sentence()
     assert "cell 1 (setup)" in problem.sentence()
@@ -80,15 +90,18 @@ def test_an_endless_loop_at_cell_level_is_stopped(tmp_path, monkeypatch):
 
 
 def test_a_stub_at_cell_level_means_not_started(tmp_path):
-    path = _write(tmp_path, _code('raise NotImplementedError("exercise 1.1 is not done yet")',
-                                  "exercise-1.1"))
+    path = _write(
+        tmp_path, _code('raise NotImplementedError("exercise 1.1 is not done yet")', "exercise-1.1")
+    )
     problem = loader.load_notebook(path).problem_for("1.1")
     assert verdict_for(CellFailed(problem), "1.1").status == NOT_STARTED
 
 
 def test_a_cell_that_still_holds_its_stub_is_not_started(tmp_path):
     stub = 'def f():\n    raise NotImplementedError("exercise 1.1 is not done yet")'
-    path = _write(tmp_path, _code(stub, "exercise-1.1"), _code("def g():\n    return 1", "exercise-1.2"))
+    path = _write(
+        tmp_path, _code(stub, "exercise-1.1"), _code("def g():\n    return 1", "exercise-1.2")
+    )
     loaded = loader.load_notebook(path)
     assert loaded.problem_for("1.1").kind == "not-done"
     assert loaded.problem_for("1.2") is None
@@ -102,17 +115,33 @@ def test_time_limit_interrupts_a_loop():
     assert running.expired
 
 
-@pytest.mark.parametrize("error, status, words", [
-    (None, PASSED, ""),
-    (NotImplementedError("exercise 4.2 is not done yet"), NOT_STARTED, "not done yet"),
-    (RuntimeError("PythonException: ... NotImplementedError: exercise 4.2 is not done yet\n at"),
-     NOT_STARTED, "not done yet"),
-    (NotImplementedError("exercise 4.1 is not done yet"), FAILED, "finish exercise 4.1 first"),
-    (loader.MissingName("build_it", Path("x")), FAILED, "Did you rename it"),
-    (CheckTimeout(30), FAILED, "endless loop"),
-    (AssertionError("Expected 3 rows, got 2.\nassert 2 == 3"), FAILED, "Expected 3 rows, got 2."),
-    (TypeError("unsupported operand"), FAILED, "Your code raised TypeError: unsupported operand"),
-])
+@pytest.mark.parametrize(
+    "error, status, words",
+    [
+        (None, PASSED, ""),
+        (NotImplementedError("exercise 4.2 is not done yet"), NOT_STARTED, "not done yet"),
+        (
+            RuntimeError(
+                "PythonException: ... NotImplementedError: exercise 4.2 is not done yet\n at"
+            ),
+            NOT_STARTED,
+            "not done yet",
+        ),
+        (NotImplementedError("exercise 4.1 is not done yet"), FAILED, "finish exercise 4.1 first"),
+        (loader.MissingName("build_it", Path("x")), FAILED, "Did you rename it"),
+        (CheckTimeout(30), FAILED, "endless loop"),
+        (
+            AssertionError("Expected 3 rows, got 2.\nassert 2 == 3"),
+            FAILED,
+            "Expected 3 rows, got 2.",
+        ),
+        (
+            TypeError("unsupported operand"),
+            FAILED,
+            "Your code raised TypeError: unsupported operand",
+        ),
+    ],
+)
 def test_verdicts_speak_in_sentences(error, status, words):
     verdict = verdict_for(error, "4.2")
     assert verdict.status == status and words in verdict.message
@@ -131,8 +160,10 @@ def test_an_exercise_passes_only_when_every_check_passes():
 def test_grade_json_has_the_documented_shape():
     lab = registry.lab("00")
     first, second = lab.exercises[0], lab.exercises[1]
-    results = [CheckResult("00", first.id, "a", Verdict(PASSED, "")),
-               CheckResult("00", second.id, "b", Verdict(FAILED, "Expected 5 rows."))]
+    results = [
+        CheckResult("00", first.id, "a", Verdict(PASSED, "")),
+        CheckResult("00", second.id, "b", Verdict(FAILED, "Expected 5 rows.")),
+    ]
     graded = report.grade([lab], results)
     entry = graded["labs"][0]
     assert (entry["id"], entry["title"]) == ("00", lab.title)
@@ -144,12 +175,25 @@ def test_grade_json_has_the_documented_shape():
     assert "Expected 5 rows." in text and text.splitlines()[-1].startswith("1 passed, ")
 
 
-def _grade(notebooks: Path | str, *labs: str, json_path: Path,
-           extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+def _grade(
+    notebooks: Path | str, *labs: str, json_path: Path, extra: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "streamlab.grading", "--notebooks", str(notebooks),
-         "--json", str(json_path), *extra, *labs],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "streamlab.grading",
+            "--notebooks",
+            str(notebooks),
+            "--json",
+            str(json_path),
+            *extra,
+            *labs,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=600,
     )
 
 
@@ -188,8 +232,12 @@ def test_the_solutions_pass_every_check(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     graded = json.loads((tmp_path / "grade.json").read_text())
     assert graded["complete"] is True and graded["progress"]["next"] is None
-    failing = [(e["id"], e["message"]) for lab in graded["labs"] for e in lab["exercises"]
-               if e["status"] != "passed"]
+    failing = [
+        (e["id"], e["message"])
+        for lab in graded["labs"]
+        for e in lab["exercises"]
+        if e["status"] != "passed"
+    ]
     assert failing == []
     total = sum(len(lab["exercises"]) for lab in graded["labs"])
     assert out.stdout.strip().splitlines()[-1] == f"{total} passed, 0 failed"
@@ -199,8 +247,12 @@ def test_broken_cells_get_one_line_reasons(tmp_path):
     # A learner's lab 00 with the solution pasted into 0.1, a syntax error in 0.2 and an
     # endless loop in 0.3.
     notebooks = tmp_path / "mine"
-    _with_cell(REPO_ROOT / "solutions", notebooks, "0.2",
-               "def run_once(spark, input_dir, output_dir, checkpoint_dir):\n    return {'a': 1\n")
+    _with_cell(
+        REPO_ROOT / "solutions",
+        notebooks,
+        "0.2",
+        "def run_once(spark, input_dir, output_dir, checkpoint_dir):\n    return {'a': 1\n",
+    )
     nb_path = registry.lab("00").notebook(notebooks)
     notebook = nbformat.read(nb_path, as_version=4)
     for cell in notebook.cells:
@@ -208,11 +260,14 @@ def test_broken_cells_get_one_line_reasons(tmp_path):
             cell.source = "def summarise_progress(progress):\n    while True:\n        pass\n"
     nbformat.write(notebook, nb_path)
 
-    out = _grade(notebooks, "00", json_path=tmp_path / "grade.json",
-                 extra=("--max-check-seconds", "3"))
+    out = _grade(
+        notebooks, "00", json_path=tmp_path / "grade.json", extra=("--max-check-seconds", "3")
+    )
     assert out.returncode == 1
-    exercises = {e["id"]: e for e in json.loads((tmp_path / "grade.json").read_text())
-                 ["labs"][0]["exercises"]}
+    exercises = {
+        e["id"]: e
+        for e in json.loads((tmp_path / "grade.json").read_text())["labs"][0]["exercises"]
+    }
     assert exercises["0.1"]["status"] == "passed"
     syntax = exercises["0.2"]["message"]
     assert exercises["0.2"]["status"] == "failed" and "syntax error" in syntax
@@ -224,12 +279,16 @@ def test_broken_cells_get_one_line_reasons(tmp_path):
 
 
 def test_a_missing_tag_and_sys_exit_name_their_cells(tmp_path):
-    path = _write(tmp_path, new_markdown_cell("# intro"),
-                  _code("import sys\ndef f():\n    return 1\nsys.exit(1)", "exercise-1.1"))
+    path = _write(
+        tmp_path,
+        new_markdown_cell("# intro"),
+        _code("import sys\ndef f():\n    return 1\nsys.exit(1)", "exercise-1.1"),
+    )
     loaded = loader.load_notebook(path, expected=["1.1", "1.2"])
     exited = loaded.problem_for("1.1")
     assert exited.kind == "exit" and exited.sentence().startswith(
-        "Running cell 2 (exercise 1.1) ended the program with sys.exit(1) (line 4")
+        "Running cell 2 (exercise 1.1) ended the program with sys.exit(1) (line 4"
+    )
     assert loaded.f() == 1  # what the cell defined before it exited still counts
     missing = loaded.problem_for("1.2")
     assert missing.kind == "missing-tag" and "No cell of" in missing.sentence()
@@ -239,21 +298,33 @@ def test_a_missing_tag_and_sys_exit_name_their_cells(tmp_path):
 def test_next_up_is_the_first_exercise_not_passed_and_the_tally_tells_them_apart():
     lab = registry.lab("00")
     first, second, third = lab.exercises[:3]
-    results = [CheckResult("00", first.id, "a", Verdict(PASSED, "")),
-               CheckResult("00", second.id, "b", Verdict(FAILED, "Expected 5 rows.")),
-               CheckResult("00", third.id, "c", Verdict(NOT_STARTED, "not done"))]
+    results = [
+        CheckResult("00", first.id, "a", Verdict(PASSED, "")),
+        CheckResult("00", second.id, "b", Verdict(FAILED, "Expected 5 rows.")),
+        CheckResult("00", third.id, "c", Verdict(NOT_STARTED, "not done")),
+    ]
     graded = report.grade([lab], results)
     assert graded["progress"]["next"]["id"] == second.id
-    assert (graded["progress"]["passed"], graded["progress"]["failed"],
-            graded["progress"]["not-started"]) == (1, 1, 1)
+    assert (
+        graded["progress"]["passed"],
+        graded["progress"]["failed"],
+        graded["progress"]["not-started"],
+    ) == (1, 1, 1)
     text = report.render(graded)
     assert f"Next up: exercise {second.id}" in text and "(failed)" in text
     assert text.splitlines()[-1] == "1 passed, 1 failed, 1 not started"
     assert f"Hint: {' '.join(second.hint.split())}" in " ".join(text.split())
     # Graded alone, one exercise; the course tally counts an earlier run's other labs.
-    only = report.grade([lab], results[:1], exercises={first.id}, earlier={
-        "status": "graded", "notebooks": "labs",
-        "labs": [{"id": "01", "exercises": [{"id": "1.1", "title": "t", "status": "passed"}]}]})
+    only = report.grade(
+        [lab],
+        results[:1],
+        exercises={first.id},
+        earlier={
+            "status": "graded",
+            "notebooks": "labs",
+            "labs": [{"id": "01", "exercises": [{"id": "1.1", "title": "t", "status": "passed"}]}],
+        },
+    )
     assert [e["id"] for e in only["labs"][0]["exercises"]] == [first.id]
     assert only["progress"]["course_passed"] == 2 and only["complete"] is True
     assert "Course progress: 2 of 2 exercises passed" in report.render(only)
@@ -266,9 +337,26 @@ def test_nox_check_grades_chosen_exercises_without_nox_noise(tmp_path):
         pytest.skip("nox is not installed in .venv")
     grade_json = tmp_path / "grade.json"
     out = subprocess.run(
-        [str(nox), "-s", "check", "--", "00", "--notebooks", "solutions",
-         "--exercise", "0.1", "--exercise", "0.3", "--json", str(grade_json)],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+        [
+            str(nox),
+            "-s",
+            "check",
+            "--",
+            "00",
+            "--notebooks",
+            "solutions",
+            "--exercise",
+            "0.1",
+            "--exercise",
+            "0.3",
+            "--json",
+            str(grade_json),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
     text = out.stdout + out.stderr
     assert out.returncode == 0, text
     assert "uv binary not found" not in text and "Session check" not in text

@@ -21,7 +21,10 @@ from streamlab import registry
 from streamlab.paths import REPO_ROOT
 
 LAB = registry.lab("00")
-STALE = {"status": "graded", "labs": [{"id": "00", "exercises": [{"id": "0.1", "status": "passed"}]}]}
+STALE = {
+    "status": "graded",
+    "labs": [{"id": "00", "exercises": [{"id": "0.1", "status": "passed"}]}],
+}
 
 
 def _notebook(folder: Path, **changes: str) -> Path:
@@ -39,20 +42,38 @@ def _notebook(folder: Path, **changes: str) -> Path:
 
 def _cell_of(path: Path, exercise: str) -> int:
     notebook = nbformat.read(path, as_version=4)
-    return next(n for n, c in enumerate(notebook.cells, start=1)
-                if f"exercise-{exercise}" in c.metadata.get("tags", []))
+    return next(
+        n
+        for n, c in enumerate(notebook.cells, start=1)
+        if f"exercise-{exercise}" in c.metadata.get("tags", [])
+    )
 
 
-def _grade(folder: Path, tmp_path: Path, limit: float) -> tuple[subprocess.CompletedProcess,
-                                                                 dict, float]:
+def _grade(
+    folder: Path, tmp_path: Path, limit: float
+) -> tuple[subprocess.CompletedProcess, dict, float]:
     grade_json = tmp_path / "build" / "grade.json"
     grade_json.parent.mkdir(exist_ok=True)
     grade_json.write_text(json.dumps(STALE))
     started = time.monotonic()
     out = subprocess.run(
-        [sys.executable, "-m", "streamlab.grading", "00", "--notebooks", str(folder),
-         "--json", str(grade_json), "--max-check-seconds", str(limit)],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "streamlab.grading",
+            "00",
+            "--notebooks",
+            str(folder),
+            "--json",
+            str(grade_json),
+            "--max-check-seconds",
+            str(limit),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
     took = time.monotonic() - started
     graded = json.loads(grade_json.read_text())
     assert graded["status"] == "graded" and graded != STALE
@@ -68,8 +89,11 @@ def test_os_exit_in_a_cell_and_a_loop_inside_c_fail_only_their_exercises(tmp_pat
     path = _notebook(
         tmp_path / "nb",
         exercise_0_1="{solution}\n\nimport os\nos._exit(0)\n",
-        exercise_0_3=("import itertools\n\n\ndef summarise_progress(progress):\n"
-                      "    return str(sum(itertools.count()))\n"))
+        exercise_0_3=(
+            "import itertools\n\n\ndef summarise_progress(progress):\n"
+            "    return str(sum(itertools.count()))\n"
+        ),
+    )
     out, graded, took = _grade(tmp_path / "nb", tmp_path, limit=15)
     exercises = _exercises(graded)
     assert out.returncode == 1, out.stdout
@@ -92,10 +116,13 @@ def test_sys_exit_and_a_leftover_query_are_blamed_on_their_own_cells(tmp_path):
     path = _notebook(
         tmp_path / "nb",
         exercise_0_1="import sys\n{solution}\nsys.exit(1)\n",
-        exercise_0_3=("{solution}\n\nfrom streamlab.session import spark_session\n"
-                      "_spark = spark_session('local[2]', conf={'spark.sql.shuffle.partitions': '2'})\n"
-                      "_query = (_spark.readStream.format('rate').load().writeStream"
-                      ".format('memory').queryName('left_running').start())\n"))
+        exercise_0_3=(
+            "{solution}\n\nfrom streamlab.session import spark_session\n"
+            "_spark = spark_session('local[2]', conf={'spark.sql.shuffle.partitions': '2'})\n"
+            "_query = (_spark.readStream.format('rate').load().writeStream"
+            ".format('memory').queryName('left_running').start())\n"
+        ),
+    )
     # Starting Spark inside a cell takes its time on a loaded machine: a generous limit.
     out, graded, _ = _grade(tmp_path / "nb", tmp_path, limit=90)
     exercises = _exercises(graded)
@@ -115,13 +142,15 @@ def test_cell_level_loops_and_a_duplicated_tag(tmp_path):
     path = _notebook(
         tmp_path / "nb",
         exercise_0_1="{solution}\nwhile True:\n    pass\n",
-        exercise_0_2="import itertools\n{solution}\nsum(itertools.count())\n")
+        exercise_0_2="import itertools\n{solution}\nsum(itertools.count())\n",
+    )
     # The learner copies 0.3's cell: two cells now carry its tag.
     notebook = nbformat.read(path, as_version=4)
     first = _cell_of(path, "0.3")
     copy = nbformat.v4.new_code_cell(
         'def summarise_progress(progress):\n    raise NotImplementedError("exercise 0.3 is not done yet")\n',
-        metadata={"tags": ["exercise-0.3"]})
+        metadata={"tags": ["exercise-0.3"]},
+    )
     notebook.cells.insert(first + 1, copy)
     nbformat.write(notebook, path)
     out, graded, took = _grade(tmp_path / "nb", tmp_path, limit=3)
@@ -136,7 +165,8 @@ def test_cell_level_loops_and_a_duplicated_tag(tmp_path):
     duplicated = exercises["0.3"]
     assert duplicated["status"] == "failed"
     assert duplicated["message"].startswith(
-        f"Two cells are tagged exercise-0.3: cells {first} and {first + 2}; keep one")
+        f"Two cells are tagged exercise-0.3: cells {first} and {first + 2}; keep one"
+    )
     assert took < 60, took
 
 
@@ -166,11 +196,26 @@ def _children(pid: int) -> list[int]:
 def test_stopping_the_grader_stops_the_learners_code(tmp_path):
     # A front end (watch mode, %check) that stops the grader must not leave the process
     # running the learner's code behind, nor its Spark.
-    _notebook(tmp_path / "nb", exercise_0_1="import itertools\n{solution}\nsum(itertools.count())\n")
+    _notebook(
+        tmp_path / "nb", exercise_0_1="import itertools\n{solution}\nsum(itertools.count())\n"
+    )
     grader = subprocess.Popen(
-        [sys.executable, "-m", "streamlab.grading", "00", "--notebooks", str(tmp_path / "nb"),
-         "--json", str(tmp_path / "grade.json"), "--max-check-seconds", "120"],
-        cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "streamlab.grading",
+            "00",
+            "--notebooks",
+            str(tmp_path / "nb"),
+            "--json",
+            str(tmp_path / "grade.json"),
+            "--max-check-seconds",
+            "120",
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while not _children(grader.pid) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -16,22 +16,24 @@ import urllib.request
 from pathlib import Path
 
 from jupyter_client import BlockingKernelClient
-
 from jupyter_support import TOKEN, running_jupyterlab
+
 from streamlab import registry
 from streamlab.paths import REPO_ROOT
 
 LAB = registry.lab("00")
-SOLVED = '''def summarise_progress(progress: dict) -> str:
+SOLVED = """def summarise_progress(progress: dict) -> str:
     return f"batch {progress['batchId']}"
-'''
+"""
 
 
 def _api(base: str, path: str, body: dict | None = None) -> dict:
     request = urllib.request.Request(
-        f"{base}{path}", data=json.dumps(body).encode() if body is not None else None,
+        f"{base}{path}",
+        data=json.dumps(body).encode() if body is not None else None,
         method="POST" if body is not None else "GET",
-        headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"})
+        headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=60) as answer:
         return json.load(answer)
 
@@ -41,13 +43,18 @@ def test_a_stub_graded_while_the_kernel_ran_a_solution_asks_did_you_save(tmp_pat
     target = LAB.notebook(notebooks)
     target.parent.mkdir(parents=True)
     target.write_bytes(LAB.notebook(REPO_ROOT / "labs").read_bytes())
-    env = {"IPYTHONDIR": str(tmp_path / "ipython"),
-           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    env = {
+        "IPYTHONDIR": str(tmp_path / "ipython"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+    }
     grade_json = tmp_path / "grade.json"
     with running_jupyterlab(tmp_path, f"--notebook-dir={notebooks}", env=env, hub=False) as lab:
         relative = target.relative_to(notebooks).as_posix()
-        session = _api(lab.base, "/api/sessions", {"path": relative, "type": "notebook",
-                                                   "kernel": {"name": "python3"}})
+        session = _api(
+            lab.base,
+            "/api/sessions",
+            {"path": relative, "type": "notebook", "kernel": {"name": "python3"}},
+        )
         connection = Path(env["JUPYTER_RUNTIME_DIR"]) / f"kernel-{session['kernel']['id']}.json"
         deadline = time.monotonic() + 60
         while not connection.exists() and time.monotonic() < deadline:
@@ -63,10 +70,22 @@ def test_a_stub_graded_while_the_kernel_ran_a_solution_asks_did_you_save(tmp_pat
         finally:
             client.stop_channels()
         out = subprocess.run(
-            [sys.executable, "-m", "streamlab.grading", "00", "--notebooks", str(notebooks),
-             "--json", str(grade_json)],
-            capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
-            env={**os.environ, **env})
+            [
+                sys.executable,
+                "-m",
+                "streamlab.grading",
+                "00",
+                "--notebooks",
+                str(notebooks),
+                "--json",
+                str(grade_json),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+            timeout=300,
+            env={**os.environ, **env},
+        )
     graded = json.loads(grade_json.read_text())
     assert out.returncode == 0, out.stdout + out.stderr
     assert [w["exercise"] for w in graded["unsaved"]] == ["0.3"], graded["unsaved"]

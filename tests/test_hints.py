@@ -11,34 +11,43 @@ import markdown
 import nbformat
 import pytest
 
-from streamlab import hints, registry, website
+from streamlab import hints, mkdocs_hooks, registry
 from streamlab.authoring import exercise_id, solution_regions
 from streamlab.paths import REPO_ROOT
 
 # Exercise 2.1's hint as it stood when it carried the answer.
-TELLING_HINT = ('heartbeats.groupBy(F.window("event_time", size), "machine_name").agg('
-                'F.count("*").alias("heartbeats")), then select window.start as window_start '
-                'and window.end as window_end.')
+TELLING_HINT = (
+    'heartbeats.groupBy(F.window("event_time", size), "machine_name").agg('
+    'F.count("*").alias("heartbeats")), then select window.start as window_start '
+    "and window.end as window_end."
+)
 
 
 def _solution(exercise: str) -> str:
     lab, _ = hints.find_exercise(exercise)
     notebook = nbformat.read(lab.notebook(REPO_ROOT / "solutions"), as_version=4)
-    return "\n".join(region for cell in notebook.cells if exercise_id(cell) == exercise
-                     for region in solution_regions(cell.source))
+    return "\n".join(
+        region
+        for cell in notebook.cells
+        if exercise_id(cell) == exercise
+        for region in solution_regions(cell.source)
+    )
 
 
 # --- the standard: a hint never repeats the solution's code --------------------------------
 
+
 def test_every_hint_of_the_course_keeps_the_solution_to_itself():
     found = {key: leaked for lab in registry.labs() for key, leaked in hints.lab_leaks(lab).items()}
     assert not found, "hints that repeat their solution: " + "; ".join(
-        f"{key}: {', '.join(leaked)}" for key, leaked in found.items())
+        f"{key}: {', '.join(leaked)}" for key, leaked in found.items()
+    )
 
 
 def test_a_hint_that_repeats_the_call_chain_is_caught():
     assert 'F.window("event_time",size),"machine_name").agg(' in "".join(
-        hints.leaks(TELLING_HINT, _solution("2.1")))
+        hints.leaks(TELLING_HINT, _solution("2.1"))
+    )
 
 
 def test_whitespace_and_quotes_do_not_hide_a_call_chain():
@@ -46,37 +55,54 @@ def test_whitespace_and_quotes_do_not_hide_a_call_chain():
     assert hints.leaks('`events.groupBy("partitionKey").agg(...)`', solution)
 
 
-@pytest.mark.parametrize("hint, leaked", [
-    ('Use the output mode `"complete"`.', '"complete"'),
-    ("Set the option `spark.sql.streaming.noDataMicroBatches.enabled`.",
-     '"spark.sql.streaming.noDataMicroBatches.enabled"'),
-    ("Keep the stored pair in `saved` first.", "saved"),
-    ("Compare with last_seen_ms plus the delay.", "last_seen_ms"),
-])
+@pytest.mark.parametrize(
+    "hint, leaked",
+    [
+        ('Use the output mode `"complete"`.', '"complete"'),
+        (
+            "Set the option `spark.sql.streaming.noDataMicroBatches.enabled`.",
+            '"spark.sql.streaming.noDataMicroBatches.enabled"',
+        ),
+        ("Keep the stored pair in `saved` first.", "saved"),
+        ("Compare with last_seen_ms plus the delay.", "last_seen_ms"),
+    ],
+)
 def test_a_literal_or_a_helper_name_of_the_solution_is_caught(hint, leaked):
-    solution = ('saved = self.machine.get()\nlast_seen_ms = saved[1]\n'
-                'spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")\n'
-                'mode = "complete"')
+    solution = (
+        "saved = self.machine.get()\nlast_seen_ms = saved[1]\n"
+        'spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")\n'
+        'mode = "complete"'
+    )
     assert leaked in hints.leaks(hint, solution)
 
 
-@pytest.mark.parametrize("hint", [
-    "Group by the window and the machine name, then count the rows of each group.",
-    "`transformWithState` is called on a grouped DataFrame, with keyword arguments.",
-    "`F.window` gives each row its window; `spark.readStream` starts the reader.",
-    "The memory sink adds every row; the complete mode rewrites the whole result (saved here).",
-])
+@pytest.mark.parametrize(
+    "hint",
+    [
+        "Group by the window and the machine name, then count the rows of each group.",
+        "`transformWithState` is called on a grouped DataFrame, with keyword arguments.",
+        "`F.window` gives each row its window; `spark.readStream` starts the reader.",
+        "The memory sink adds every row; the complete mode rewrites the whole result (saved here).",
+    ],
+)
 def test_plain_english_and_a_public_api_name_pass(hint):
     solution = _solution("2.1") + "\n" + _solution("4.4") + "\nsaved = 1\nmode = 'complete'"
     assert hints.leaks(hint, solution) == []
 
 
 def test_what_the_notebook_already_shows_is_not_a_leak():
-    solution = 'rows = fleet_size * heartbeats_per_second * t / 1000'
+    solution = "rows = fleet_size * heartbeats_per_second * t / 1000"
     hint = "`rows = fleet_size * heartbeats_per_second * t / 1000` for each pair."
     assert hints.leaks(hint, solution)
-    assert hints.leaks(hint, solution, visible="- `rows = fleet_size × x`\n"
-                       "- rows = fleet_size * heartbeats_per_second * t / 1000") == []
+    assert (
+        hints.leaks(
+            hint,
+            solution,
+            visible="- `rows = fleet_size × x`\n"
+            "- rows = fleet_size * heartbeats_per_second * t / 1000",
+        )
+        == []
+    )
 
 
 def test_tiers_differ_and_grow():
@@ -88,6 +114,7 @@ def test_tiers_differ_and_grow():
 
 # --- nox -s hint ---------------------------------------------------------------------------
 
+
 @pytest.fixture
 def course(tmp_path):
     """A checkout whose build/ is empty: the course's registry and notebooks, linked."""
@@ -97,8 +124,13 @@ def course(tmp_path):
 
 
 def _hint(course, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "streamlab.hints", *args], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "STREAMLAB_ROOT": str(course)})
+    return subprocess.run(
+        [sys.executable, "-m", "streamlab.hints", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "STREAMLAB_ROOT": str(course)},
+    )
 
 
 def test_each_call_shows_the_next_tier_then_points_to_the_solution(course):
@@ -114,8 +146,9 @@ def test_each_call_shows_the_next_tier_then_points_to_the_solution(course):
     last = _hint(course, "2.1")
     assert last.returncode == 0
     assert "No more hints for exercise 2.1" in last.stdout
-    assert ("http://127.0.0.1:8000/labs/02-event-time/"
-            "#exercise-21-count-heartbeats-in-tumbling-windows") in last.stdout
+    assert (
+        "http://127.0.0.1:8000/labs/02-event-time/#exercise-21-count-heartbeats-in-tumbling-windows"
+    ) in last.stdout
     assert "build/site/labs/02-event-time/index.html#exercise-21" in last.stdout
     assert not any(hint in last.stdout for hint in exercise.hints)
 
@@ -131,11 +164,14 @@ def test_exercises_keep_their_own_count_and_reset_clears_all(course):
     assert "hint 1 of" in _hint(course, "2.1").stdout
 
 
-@pytest.mark.parametrize("argument, sentence", [
-    ("2.9", "Lab 02 has no exercise 2.9 (it has 2.1, 2.2, 2.3, 2.4, 2.5, 2.6)."),
-    ("04", "04 is a lab; name one of its exercises: 4.1, 4.2, 4.3, 4.4."),
-    ("12.1", "There is no lab '12'; the labs are 00"),
-])
+@pytest.mark.parametrize(
+    "argument, sentence",
+    [
+        ("2.9", "Lab 02 has no exercise 2.9 (it has 2.1, 2.2, 2.3, 2.4, 2.5, 2.6)."),
+        ("04", "04 is a lab; name one of its exercises: 4.1, 4.2, 4.3, 4.4."),
+        ("12.1", "There is no lab '12'; the labs are 00"),
+    ],
+)
 def test_an_unknown_exercise_gets_one_sentence(tmp_path, capsys, argument, sentence):
     assert hints.main([argument]) == 2
     err = capsys.readouterr().err.strip()
@@ -157,10 +193,13 @@ def test_a_corrupt_state_file_starts_over(tmp_path):
 
 # --- the site ------------------------------------------------------------------------------
 
+
 def test_the_lab_page_shows_every_tier_collapsed_in_order_with_code():
     lab = registry.lab("02")
-    page = markdown.markdown(website.exercise_sections(lab), extensions=[
-        "admonition", "pymdownx.details", "pymdownx.superfences"])
+    page = markdown.markdown(
+        mkdocs_hooks.exercise_sections(lab),
+        extensions=["admonition", "pymdownx.details", "pymdownx.superfences"],
+    )
     first = lab.exercises[0]
     titles = [f"<summary>Hint {tier}</summary>" for tier in range(1, len(first.hints) + 1)]
     positions = [page.find(title) for title in titles]

@@ -59,8 +59,7 @@ board.follow_table(spark, "machine_status", interval=0.25)
 board""",
 ]
 
-CLEANUP = ("board.stop(); panel.close(); query.stop(); fleet.stop(); "
-           "print('stopped', 'cleanly')")
+CLEANUP = "board.stop(); panel.close(); query.stop(); fleet.stop(); print('stopped', 'cleanly')"
 
 # Records every (machine, status) a badge shows, in order, however briefly it shows it.
 RECORD_BADGES = """() => {
@@ -84,15 +83,20 @@ RECORD_BADGES = """() => {
 
 @pytest.fixture
 def jupyter(tmp_path):
-    """JupyterLab and its hub (through ``streamlab.launch``) on a folder with the board notebook."""
+    """JupyterLab and its hub (through ``streamlab.lab_launcher``) on a folder with the board notebook."""
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                       "language": "python"}
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nbformat.write(notebook, notebooks / "board.ipynb")
-    env = {"STREAMLAB_SPARK_MASTER": "local[2]",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {
+        "STREAMLAB_SPARK_MASTER": "local[2]",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+    }
     with running_jupyterlab(tmp_path, f"--notebook-dir={notebooks}", env=env) as lab:
         yield lab.base, lab.process
 
@@ -100,8 +104,6 @@ def jupyter(tmp_path):
 def _shot(page, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"jupyterlab-board-{name}.png"))
-
-
 
 
 @pytest.fixture
@@ -124,16 +126,20 @@ def test_a_producer_added_in_the_panel_turns_blue_then_green_on_the_board(page, 
     page.evaluate(RECORD_BADGES)
 
     add.click()
-    page.wait_for_function("() => window.__badges.includes('Producer 1:streamlab-initializing')",
-                           timeout=90_000)
+    page.wait_for_function(
+        "() => window.__badges.includes('Producer 1:streamlab-initializing')", timeout=90_000
+    )
     _shot(page, "initializing")
-    page.wait_for_function("() => window.__badges.includes('Producer 1:streamlab-healthy')",
-                           timeout=60_000)
+    page.wait_for_function(
+        "() => window.__badges.includes('Producer 1:streamlab-healthy')", timeout=60_000
+    )
     _shot(page, "healthy")
     page.locator(".streamlab-status-board").screenshot(
-        path=str(ARTIFACTS / "jupyterlab-board-board.png"))
-    seen = [s.split(":")[1] for s in page.evaluate("window.__badges")
-            if s.startswith("Producer 1:")]
+        path=str(ARTIFACTS / "jupyterlab-board-board.png")
+    )
+    seen = [
+        s.split(":")[1] for s in page.evaluate("window.__badges") if s.startswith("Producer 1:")
+    ]
     # Grey when the panel adds it (the board knows the fleet), then the pipeline's verdicts.
     # (On a loaded machine a slow batch may show Unhealthy in between; that is allowed.)
     assert seen[:2] == ["streamlab-unknown", "streamlab-initializing"], seen

@@ -21,17 +21,21 @@ from streamlab.paths import BUILD_DIR, REPO_ROOT
 ARTIFACTS = BUILD_DIR / "artifacts"
 LAB = "00-orientation"
 WRONG = "def summarise_progress(progress: dict) -> str:\n    return 'wrong'"
-FIXED = ("def summarise_progress(progress: dict) -> str:\n"
-         "    took = progress['durationMs']['triggerExecution']\n"
-         "    batch, rows = progress['batchId'], progress['numInputRows']\n"
-         "    return f'batch {batch}: {rows} rows in {took} ms'")
+FIXED = (
+    "def summarise_progress(progress: dict) -> str:\n"
+    "    took = progress['durationMs']['triggerExecution']\n"
+    "    batch, rows = progress['batchId'], progress['numInputRows']\n"
+    "    return f'batch {batch}: {rows} rows in {took} ms'"
+)
 
 
 def _settings(tmp_path) -> None:
     """No autosave (the test shows that nothing needs saving) and every cell in the page."""
     root = tmp_path / "jupyter-settings" / "@jupyterlab"
-    for plugin, values in [("docmanager-extension/plugin", {"autosave": False}),
-                           ("notebook-extension/tracker", {"windowingMode": "none"})]:
+    for plugin, values in [
+        ("docmanager-extension/plugin", {"autosave": False}),
+        ("notebook-extension/tracker", {"windowingMode": "none"}),
+    ]:
         path = root / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values))
@@ -49,8 +53,9 @@ def jupyter(tmp_path):
     content.cells.insert(1, loader)
     nbformat.write(content, notebook)
     _settings(tmp_path)
-    with running_jupyterlab(tmp_path, f"--notebook-dir={labs}", hub=False,
-                            env={"STREAMLAB_SPARK_MASTER": "local[2]"}) as lab:
+    with running_jupyterlab(
+        tmp_path, f"--notebook-dir={labs}", hub=False, env={"STREAMLAB_SPARK_MASTER": "local[2]"}
+    ) as lab:
         yield lab.base, notebook
 
 
@@ -96,8 +101,9 @@ def test_check_in_the_notebook_grades_the_cell_as_last_run(page, jupyter):
     for _ in range(10):
         _run(page, loader)
         try:
-            expect(loader.locator(".jp-InputPrompt")).to_have_text(re.compile(r"\[\d+\]"),
-                                                                   timeout=6_000)
+            expect(loader.locator(".jp-InputPrompt")).to_have_text(
+                re.compile(r"\[\d+\]"), timeout=6_000
+            )
             break
         except AssertionError:
             continue

@@ -37,9 +37,13 @@ def batch_sizes(checkpoint: Path) -> dict[int, int]:
 def test_a_backlog_read_in_many_batches_gives_the_same_answers(tmp_path):
     with start_subprocess(data_dir=tmp_path / "hub") as hub, Fleet(hub.connection_string) as fleet:
         before, after, stopped, killed_at = run_through_downtime(
-            hub.connection_string, fleet, tmp_path, 12, "--max-events-per-trigger", str(LIMIT))
+            hub.connection_string, fleet, tmp_path, 12, "--max-events-per-trigger", str(LIMIT)
+        )
     check_transitions(before, after, stopped, killed_at)
-    restarted = {b: n for b, n in batch_sizes(tmp_path / "checkpoint").items()
-                 if b > max(r["batch_id"] for r in before)}
+    restarted = {
+        b: n
+        for b, n in batch_sizes(tmp_path / "checkpoint").items()
+        if b > max(r["batch_id"] for r in before)
+    }
     full = [b for b, n in restarted.items() if n >= LIMIT]
     assert len(full) >= 5, f"the backlog should have taken many limited batches: {restarted}"

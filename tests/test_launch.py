@@ -17,8 +17,11 @@ from jupyter_support import TOKEN, running_jupyterlab
 
 def _call(url: str, method: str = "GET", body: dict | None = None):
     request = urllib.request.Request(
-        url, method=method, data=json.dumps(body).encode() if body is not None else None,
-        headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"})
+        url,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read() or b"null")
 
@@ -33,7 +36,8 @@ def test_jupyterlab_serves_the_labs_with_a_hub_and_stops_cleanly(tmp_path):
 
         announced = lab.line_starting("Event Hubs emulator: ").split(": ", 1)[1].strip()
         client = EventHubConsumerClient.from_connection_string(
-            announced, consumer_group="$Default", eventhub_name="heartbeats")
+            announced, consumer_group="$Default", eventhub_name="heartbeats"
+        )
         with client:
             assert client.get_partition_ids() == ["0", "1", "2", "3"]
 
@@ -52,7 +56,8 @@ def _terminal_output(base: str, cwd: str, command: str, until: str, timeout: flo
 
     name = _call(f"{base}/api/terminals", "POST", {"cwd": cwd})["name"]
     socket = websocket.create_connection(
-        f"{base.replace('http', 'ws', 1)}/terminals/websocket/{name}?token={TOKEN}", timeout=5)
+        f"{base.replace('http', 'ws', 1)}/terminals/websocket/{name}?token={TOKEN}", timeout=5
+    )
     output = ""
     try:
         socket.send(json.dumps(["stdin", command + "\r"]))
@@ -91,8 +96,12 @@ def test_the_notebooks_commands_run_in_jupyterlabs_terminal(tmp_path, shell):
     with running_jupyterlab(tmp_path, env=env) as lab:
         # The terminal opens in labs/ (or a lab's folder), not beside noxfile.py.
         output = _terminal_output(
-            lab.base, "00-orientation", "pwd; nox --version; nox -l; python -c "
-            "'import sys; print(sys.prefix)'; echo DONE-$((40 + 2))", "DONE-42")
+            lab.base,
+            "00-orientation",
+            "pwd; nox --version; nox -l; python -c "
+            "'import sys; print(sys.prefix)'; echo DONE-$((40 + 2))",
+            "DONE-42",
+        )
     assert "command not found" not in output and "Failed to load" not in output, output
     assert "not the course's" not in output, output
     assert "labs/00-orientation" in output, output

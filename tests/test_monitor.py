@@ -29,18 +29,34 @@ from streamlab.paths import REPO_ROOT
 TIMEOUT_S = 5
 KEEP_SENDING = ["m1", "m4"]
 STOP = ["m3", "m6"]  # m3 shares partition 0 with m1; m6 is alone on partition 3
-START = "m5"         # starts during the downtime, on m4's partition
+START = "m5"  # starts during the downtime, on m4's partition
 
 
 def start_monitor(connection_string: str, work: Path, run: str, *extra: str) -> subprocess.Popen:
     """``python -m streamlab.monitor`` on ``work``'s checkpoint, its output in a log file."""
     log = open(work / f"monitor-{run}.log", "w")
     return subprocess.Popen(
-        [sys.executable, "-m", "streamlab.monitor", "--connection-string", connection_string,
-         "--checkpoint", str(work / "checkpoint"), "--output", str(work / "out"),
-         "--timeout-seconds", str(TIMEOUT_S), "--trigger", "500 milliseconds", *extra],
-        cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
-        env={**os.environ, "STREAMLAB_SPARK_MASTER": "local[2]"})
+        [
+            sys.executable,
+            "-m",
+            "streamlab.monitor",
+            "--connection-string",
+            connection_string,
+            "--checkpoint",
+            str(work / "checkpoint"),
+            "--output",
+            str(work / "out"),
+            "--timeout-seconds",
+            str(TIMEOUT_S),
+            "--trigger",
+            "500 milliseconds",
+            *extra,
+        ],
+        cwd=REPO_ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "STREAMLAB_SPARK_MASTER": "local[2]"},
+    )
 
 
 def statuses(rows, machine) -> list[str]:
@@ -55,7 +71,10 @@ def chains_are_whole(rows) -> None:
     for machine, chain in by_machine.items():
         previous = None
         for row in chain:
-            assert row["previous_status"] == previous, (machine, [(r["previous_status"], r["status"]) for r in chain])
+            assert row["previous_status"] == previous, (
+                machine,
+                [(r["previous_status"], r["status"]) for r in chain],
+            )
             assert row["status"] != previous, (machine, chain)
             previous = row["status"]
 
@@ -65,11 +84,13 @@ def alive(process: subprocess.Popen, log: Path):
         if process.poll() is not None:
             raise AssertionError(f"the monitor exited: {log.read_text()[-3000:]}")
         return False
+
     return check
 
 
-def run_through_downtime(connection_string: str, fleet: Fleet, work: Path, down_s: float,
-                         *restart_args: str) -> tuple[list[dict], list[dict], dict, float]:
+def run_through_downtime(
+    connection_string: str, fleet: Fleet, work: Path, down_s: float, *restart_args: str
+) -> tuple[list[dict], list[dict], dict, float]:
     """Kill the monitor, stop and start machines, restart it ``down_s`` later; the transitions
     before the kill and at the end, each stopped machine's last send, and the kill time."""
     assert partition_for_key("m1", 4) == partition_for_key("m3", 4) != partition_for_key("m6", 4)
@@ -81,9 +102,14 @@ def run_through_downtime(connection_string: str, fleet: Fleet, work: Path, down_
     first = start_monitor(connection_string, work, "1")
     try:
         check = alive(first, work / "monitor-1.log")
-        wait_for(lambda: check() or all("Healthy" in statuses(read_transitions(out), m)
-                                        for m in KEEP_SENDING + STOP),
-                 timeout=240, what="every machine Healthy")
+        wait_for(
+            lambda: (
+                check()
+                or all("Healthy" in statuses(read_transitions(out), m) for m in KEEP_SENDING + STOP)
+            ),
+            timeout=240,
+            what="every machine Healthy",
+        )
         fleet.send_late("m1")
         fleet.send_duplicate("m4")
         time.sleep(1.5)  # the monitor reads them before the kill
@@ -103,10 +129,17 @@ def run_through_downtime(connection_string: str, fleet: Fleet, work: Path, down_
     second = start_monitor(connection_string, work, "2", *restart_args)
     try:
         check = alive(second, work / "monitor-2.log")
-        wait_for(lambda: check() or (
-            all(statuses(read_transitions(out), m)[-1:] == ["Unhealthy"] for m in STOP)
-            and statuses(read_transitions(out), START)[-1:] == ["Healthy"]),
-            timeout=300, what="the stopped machines Unhealthy and the new one Healthy")
+        wait_for(
+            lambda: (
+                check()
+                or (
+                    all(statuses(read_transitions(out), m)[-1:] == ["Unhealthy"] for m in STOP)
+                    and statuses(read_transitions(out), START)[-1:] == ["Healthy"]
+                )
+            ),
+            timeout=300,
+            what="the stopped machines Unhealthy and the new one Healthy",
+        )
         time.sleep(TIMEOUT_S + 3)  # time enough for a false Unhealthy to show
     finally:
         second.send_signal(signal.SIGTERM)
@@ -119,19 +152,32 @@ def check_transitions(before, after, stopped: dict, killed_at: float) -> None:
     """Exactly the sequences each machine went through, at the times they happened."""
     # What the first run wrote is still there, once; its last batch may have been replayed.
     settled = [r for r in before if r["batch_id"] < max(b["batch_id"] for b in before)]
-    assert after[:len(settled)] == settled
+    assert after[: len(settled)] == settled
     chains_are_whole(after)
-    story = {m: [(r["batch_id"], r["previous_status"], r["status"], r["last_status_change_time"])
-                 for r in after if r["machine_name"] == m] for m in KEEP_SENDING + STOP + [START]}
+    story = {
+        m: [
+            (r["batch_id"], r["previous_status"], r["status"], r["last_status_change_time"])
+            for r in after
+            if r["machine_name"] == m
+        ]
+        for m in KEEP_SENDING + STOP + [START]
+    }
     for machine in KEEP_SENDING + [START]:
         assert statuses(after, machine) == ["Initializing", "Healthy"], (machine, story)
     for machine in STOP:
-        assert statuses(after, machine) == ["Initializing", "Healthy", "Unhealthy"], (machine, story)
+        assert statuses(after, machine) == ["Initializing", "Healthy", "Unhealthy"], (
+            machine,
+            story,
+        )
         unhealthy = [r for r in after if r["machine_name"] == machine][-1]
         # Stamped with the moment it went silent: its last heartbeat (as the hub stamped it,
         # within milliseconds of the producer's send) + the timeout.
         went_silent = unhealthy["last_status_change_time"].timestamp()
-        assert abs(went_silent - (stopped[machine] + TIMEOUT_S)) < 0.5, (machine, went_silent, stopped)
+        assert abs(went_silent - (stopped[machine] + TIMEOUT_S)) < 0.5, (
+            machine,
+            went_silent,
+            stopped,
+        )
     started = [r for r in after if r["machine_name"] == START][0]
     assert started["last_status_change_time"].timestamp() > killed_at, (started, killed_at)
     for row in after:
@@ -142,21 +188,34 @@ def check_transitions(before, after, stopped: dict, killed_at: float) -> None:
 def test_a_restart_after_downtime_reports_exactly_what_happened(tmp_path, down_s):
     with start_subprocess(data_dir=tmp_path / "hub") as hub, Fleet(hub.connection_string) as fleet:
         before, after, stopped, killed_at = run_through_downtime(
-            hub.connection_string, fleet, tmp_path, down_s)
+            hub.connection_string, fleet, tmp_path, down_s
+        )
     check_transitions(before, after, stopped, killed_at)
 
 
 def test_each_writer_writes_the_same_rows_and_a_retried_batch_replaces_the_first_attempt(
-        spark, tmp_path):
+    spark, tmp_path
+):
     import datetime as dt
 
     from streamlab.monitor import WRITERS, batch_writer
 
     changed = dt.datetime(2026, 11, 24, 6, 0, 0, 123456)
-    rows = [(f"m{i}", "Healthy", "Initializing", changed + dt.timedelta(seconds=i),
-             changed + dt.timedelta(seconds=i, milliseconds=800)) for i in range(3)]
-    df = spark.createDataFrame(rows, "machine_name string, status string, previous_status string,"
-                                     " last_status_change_time timestamp, noticed_time timestamp")
+    rows = [
+        (
+            f"m{i}",
+            "Healthy",
+            "Initializing",
+            changed + dt.timedelta(seconds=i),
+            changed + dt.timedelta(seconds=i, milliseconds=800),
+        )
+        for i in range(3)
+    ]
+    df = spark.createDataFrame(
+        rows,
+        "machine_name string, status string, previous_status string,"
+        " last_status_change_time timestamp, noticed_time timestamp",
+    )
     written = {}
     for writer in WRITERS:
         out = tmp_path / writer
@@ -169,12 +228,19 @@ def test_each_writer_writes_the_same_rows_and_a_retried_batch_replaces_the_first
         written[writer] = read_transitions(out)
         assert sorted(p.name for p in out.iterdir()) == ["batch_id=0", "batch_id=1", "batch_id=2"]
         # Spark reads the folder too, with the timestamps it wrote.
-        assert sorted(spark.read.parquet(str(out)).where("batch_id = 0").drop("batch_id").collect()) == sorted(
-            df.collect())
+        assert sorted(
+            spark.read.parquet(str(out)).where("batch_id = 0").drop("batch_id").collect()
+        ) == sorted(df.collect())
     assert written["arrow"] == written["spark"]
     assert [(r["batch_id"], r["machine_name"]) for r in written["arrow"]] == [
-        (0, "m0"), (0, "m1"), (0, "m2"), (2, "m1")]
-    assert written["arrow"][0]["last_status_change_time"].timestamp() == changed.replace(
-        tzinfo=dt.timezone.utc).timestamp()
+        (0, "m0"),
+        (0, "m1"),
+        (0, "m2"),
+        (2, "m1"),
+    ]
+    assert (
+        written["arrow"][0]["last_status_change_time"].timestamp()
+        == changed.replace(tzinfo=dt.UTC).timestamp()
+    )
     with pytest.raises(ValueError, match="writer must be one of spark, arrow, not 'csv'"):
         batch_writer(tmp_path, "csv")

@@ -15,7 +15,9 @@ def _commands() -> list[str]:
 def test_readme_has_a_start_line_and_a_test_line():
     start, test = _commands()[:2]
     assert start.endswith("nox -s lab") and test.endswith("nox -s test")
-    assert start.startswith("python3.11 -m venv .venv && ") and test.startswith("python3.11 -m venv .venv && ")
+    assert start.startswith("python3.11 -m venv .venv && ") and test.startswith(
+        "python3.11 -m venv .venv && "
+    )
 
 
 def test_ci_runs_the_readmes_test_line():

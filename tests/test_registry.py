@@ -8,7 +8,6 @@ import pytest
 
 from streamlab import registry
 
-
 HINTS = 'hints = ["a nudge", "an approach"]'
 
 
@@ -37,23 +36,29 @@ def test_the_course_lists_its_labs_in_ascending_order():
 def test_labs_and_exercises_come_back_in_file_order(tmp_path):
     labs = registry.labs(_write(tmp_path, _lab("00", "0.1", "0.2") + _lab("01", "1.1")))
     assert [(lab.id, [e.id for e in lab.exercises]) for lab in labs] == [
-        ("00", ["0.1", "0.2"]), ("01", ["1.1"])]
+        ("00", ["0.1", "0.2"]),
+        ("01", ["1.1"]),
+    ]
 
 
-@pytest.mark.parametrize("text, words", [
-    (_lab("01", "1.1") + _lab("00", "0.1"), "lab 00 is listed after lab 01"),
-    (_lab("00", "0.2", "0.1"), "exercise 0.1 of lab 00 is listed after 0.2"),
-    (_lab("00", "0.1") + _lab("00", "0.2"), "lab 00 is listed twice"),
-    (_lab("00", "1.1"), "should be numbered 0.N"),
-    ('[[labs]]\nid = "00"\n', "has no 'slug' field"),
-    (_hinted('hint = "h"'), "exercise 0.1 has a single hint; give it hints"),
-    (_hinted('hints = ["only one"]'), "0.1 should have 2 to 3 hints"),
-    (_hinted('hints = ["a", "b", "c", "d"]'), "0.1 should have 2 to 3 hints"),
-    (_hinted('hints = ["a", " "]'), "each a non-empty string"),
-    (_hinted('hints = "a nudge"'), "0.1 should have 2 to 3 hints"),
-    (_hinted('hints = ["same", "same"]'), "0.1 repeats a hint"),
-    (_hinted(""), "has no 'hints' field"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (_lab("01", "1.1") + _lab("00", "0.1"), "lab 00 is listed after lab 01"),
+        (_lab("00", "0.2", "0.1"), "exercise 0.1 of lab 00 is listed after 0.2"),
+        (_lab("00", "0.1") + _lab("00", "0.2"), "lab 00 is listed twice"),
+        (_lab("00", "1.1"), "should be numbered 0.N"),
+        ('[[labs]]\nid = "00"\n', "has no 'slug' field"),
+        (_hinted('hint = "h"'), "exercise 0.1 has a single hint; give it hints"),
+        (_hinted('hints = ["only one"]'), "0.1 should have 2 to 3 hints"),
+        (_hinted('hints = ["a", "b", "c", "d"]'), "0.1 should have 2 to 3 hints"),
+        (_hinted('hints = ["a", " "]'), "each a non-empty string"),
+        (_hinted('hints = "a nudge"'), "0.1 should have 2 to 3 hints"),
+        (_hinted('hints = ["same", "same"]'), "0.1 repeats a hint"),
+        (_hinted(""), "has no 'hints' field"),
+        (_hinted(HINTS + '\nkind = "quiz"'), "has kind 'quiz'; the kinds are build, predict"),
+    ],
+)
 def test_a_malformed_registry_is_refused_with_a_sentence(tmp_path, text, words):
     with pytest.raises(registry.RegistryError, match=words):
         registry.labs(_write(tmp_path, text))
@@ -70,3 +75,11 @@ def test_every_exercise_of_the_course_has_two_or_three_hints():
     for lab in registry.labs():
         for exercise in lab.exercises:
             assert 2 <= len(exercise.hints) <= 3, exercise.id
+
+
+def test_an_exercise_is_a_build_unless_it_says_which_kind(tmp_path):
+    text = _lab("00", "0.1", "0.2").replace(
+        'title = "E 0.2"\n', 'title = "E 0.2"\nkind = "predict"\n'
+    )
+    (lab,) = registry.labs(_write(tmp_path, text))
+    assert [e.kind for e in lab.exercises] == ["build", "predict"]

@@ -43,8 +43,11 @@ def test_an_outage_sends_its_readings_late_and_together():
     assert all(d.send_at_s == 50 for d in late)
     assert [d.send_at_s for d in plan] == sorted(d.send_at_s for d in plan)
     # Sent at the same moment: the buffered readings first, in event-time order.
-    at_50 = [(d.reading.device_id, (d.reading.event_time - START).seconds)
-             for d in plan if d.send_at_s == 50]
+    at_50 = [
+        (d.reading.device_id, (d.reading.event_time - START).seconds)
+        for d in plan
+        if d.send_at_s == 50
+    ]
     assert at_50[:10] == [("sensor-2", s) for s in range(30, 50, 2)]
     assert at_50[10:] == [("sensor-1", 50), ("sensor-2", 50), ("sensor-3", 50)]
 
@@ -57,8 +60,11 @@ def test_outages_must_name_devices_of_the_plan():
 def test_a_reading_is_the_json_body_a_sensor_sends():
     reading = Reading("sensor-1", -1.25, START + timedelta(seconds=2.5))
     assert reading.is_anomaly
-    assert json.loads(reading.body()) == {"device_id": "sensor-1", "sensor_freq": -1.25,
-                                          "event_time": "2026-11-22T10:00:02.500Z"}
+    assert json.loads(reading.body()) == {
+        "device_id": "sensor-1",
+        "sensor_freq": -1.25,
+        "event_time": "2026-11-22T10:00:02.500Z",
+    }
 
 
 def test_speed_must_be_positive():
@@ -68,9 +74,12 @@ def test_speed_must_be_positive():
 
 def test_the_producer_replays_the_plan_on_the_sensors_clock(hub, clock):
     plan = sensor_plan(DEVICES, 20, outages=[Outage("sensor-3", 4, 10)])
-    with Receiver(hub.connection_string, starting_position="-1") as receiver, \
-            SensorProducer(hub.connection_string, "heartbeats", plan, speed=10,
-                           clock=clock, tick=0.01) as producer:
+    with (
+        Receiver(hub.connection_string, starting_position="-1") as receiver,
+        SensorProducer(
+            hub.connection_string, "heartbeats", plan, speed=10, clock=clock, tick=0.01
+        ) as producer,
+    ):
         producer.start()
         wait_for(lambda: len(producer.sent) == 3, what="the readings due at sensor time 0")
         clock.now += 0.5  # 5 s of sensor time: readings up to 4 s, sensor-3's held back
@@ -90,6 +99,9 @@ def test_the_producer_replays_the_plan_on_the_sensors_clock(hub, clock):
         partitions.setdefault(body["device_id"], set()).add(partition)
     assert all(len(p) == 1 for p in partitions.values())
     for device in DEVICES:
-        planned = [json.loads(d.reading.body())["event_time"] for d in plan
-                   if d.reading.device_id == device]
+        planned = [
+            json.loads(d.reading.body())["event_time"]
+            for d in plan
+            if d.reading.device_id == device
+        ]
         assert by_device[device] == planned

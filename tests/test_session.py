@@ -16,7 +16,9 @@ from streamlab.session import ROCKSDB_PROVIDER, JavaNotFoundError
 def test_session_has_the_course_settings(spark):
     conf = spark.conf
     assert conf.get("spark.sql.streaming.stateStore.providerClass") == ROCKSDB_PROVIDER
-    assert conf.get("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled") == "true"
+    assert (
+        conf.get("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled") == "true"
+    )
     assert conf.get("spark.sql.session.timeZone") == "UTC"
     assert conf.get("spark.ui.enabled") == "false"
     assert spark.sparkContext.master == "local[2]"
@@ -33,10 +35,13 @@ def test_an_explicit_master_outranks_the_connect_server_of_the_environment(spark
     assert session.spark_session("local[2]") is spark
 
 
-@pytest.mark.parametrize("remote, words", [
-    ("sc://127.0.0.1:9", "No Spark Connect server answers at sc://127.0.0.1:9"),
-    ("127.0.0.1:15002", "starts with sc://"),
-])
+@pytest.mark.parametrize(
+    "remote, words",
+    [
+        ("sc://127.0.0.1:9", "No Spark Connect server answers at sc://127.0.0.1:9"),
+        ("127.0.0.1:15002", "starts with sc://"),
+    ],
+)
 def test_a_connect_address_with_no_server_gets_one_sentence(monkeypatch, remote, words):
     monkeypatch.setenv(session.REMOTE_ENV, remote)
     with pytest.raises(session.SparkConnectUnavailable, match=words):
@@ -45,24 +50,29 @@ def test_a_connect_address_with_no_server_gets_one_sentence(monkeypatch, remote,
 
 def test_python_workers_run_this_interpreter(spark):
     # The workers must see the same packages as the driver (protobuf for transformWithState).
-    seen = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").executable).collect()
+    seen = (
+        spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").executable).collect()
+    )
     assert seen == [sys.executable]
 
 
 def _fake_java(tmp_path, version_line: str | None):
     java = tmp_path / "bin" / "java"
     java.parent.mkdir()
-    body = f'echo \'{version_line}\' >&2' if version_line else "exit 1"
+    body = f"echo '{version_line}' >&2" if version_line else "exit 1"
     java.write_text(f"#!/bin/sh\n{body}\n")
     java.chmod(java.stat().st_mode | stat.S_IEXEC)
     return tmp_path
 
 
-@pytest.mark.parametrize("version_line, words", [
-    ('openjdk version "11.0.2" 2019-01-15', "is Java 11"),
-    ('java version "1.8.0_292"', "is Java 8"),
-    (None, "did not answer"),
-])
+@pytest.mark.parametrize(
+    "version_line, words",
+    [
+        ('openjdk version "11.0.2" 2019-01-15', "is Java 11"),
+        ('java version "1.8.0_292"', "is Java 8"),
+        (None, "did not answer"),
+    ],
+)
 def test_old_or_broken_java_gets_install_advice(tmp_path, monkeypatch, version_line, words):
     monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path, version_line)))
     with pytest.raises(JavaNotFoundError) as error:
@@ -78,7 +88,9 @@ def test_missing_java_gets_install_advice(monkeypatch, tmp_path):
 
 
 def test_java_17_is_accepted(tmp_path, monkeypatch):
-    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path, 'openjdk version "17.0.15" 2025-04-15')))
+    monkeypatch.setenv(
+        "JAVA_HOME", str(_fake_java(tmp_path, 'openjdk version "17.0.15" 2025-04-15'))
+    )
     session.check_java()
 
 
@@ -94,8 +106,9 @@ print("python-says-hello")
 def test_spark_console_output_goes_to_the_log_not_the_caller():
     from streamlab.session import LOG_FILE
 
-    out = subprocess.run([sys.executable, "-c", CHATTY], capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", CHATTY], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stderr
     # The caller (a notebook cell, a terminal) sees its own output only.
     assert out.stdout.strip() == "python-says-hello"

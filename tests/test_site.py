@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from jupyter_support import build_site, serving
 
-from streamlab import registry, website
+from streamlab import mkdocs_hooks, registry
 from streamlab.paths import BUILD_DIR
 
 ARTIFACTS = BUILD_DIR / "artifacts"
@@ -31,8 +30,8 @@ def test_lab_pages_carry_each_exercise_hint_and_solution(built_site):
         page = (built_site / "labs" / lab.name / "index.html").read_text()
         for exercise in lab.exercises:
             assert f"Exercise {exercise.id}" in page, (lab.id, exercise.id)
-        assert page.count("<details class=\"tip\"") == sum(len(e.hints) for e in lab.exercises)
-        assert page.count("<details class=\"success\"") == len(lab.exercises)
+        assert page.count('<details class="tip"') == sum(len(e.hints) for e in lab.exercises)
+        assert page.count('<details class="success"') == len(lab.exercises)
         assert "BEGIN SOLUTION" not in page and "NotImplementedError" not in page
 
 
@@ -50,15 +49,19 @@ def test_every_page_draws_its_diagrams_with_the_sites_own_mermaid(built_site):
 
 def test_a_labs_exercises_hold_no_heading_of_the_notebook():
     for lab in registry.labs():
-        headings = [line for line in website.exercise_sections(lab).splitlines()
-                    if line.startswith("#")]
+        headings = [
+            line
+            for line in mkdocs_hooks.exercise_sections(lab).splitlines()
+            if line.startswith("#")
+        ]
         assert [h.split(" · ")[0] for h in headings] == [
-            f"### Exercise {e.id}" for e in lab.exercises], (lab.id, headings)
+            f"### Exercise {e.id}" for e in lab.exercises
+        ], (lab.id, headings)
 
 
 def test_short_inline_code_is_kept_on_one_line_and_long_code_wraps():
     html = "<p>Type <code>nox -s check -- 04</code>, body <code>" + "x " * 30 + "</code></p>"
-    marked = website.keep_short_code_whole(html)
+    marked = mkdocs_hooks.keep_short_code_whole(html)
     assert '<code class="whole">nox -s check -- 04</code>' in marked
     assert marked.count('class="whole"') == 1
 

@@ -118,11 +118,15 @@ CHART_PROBLEMS = """() => {
   return out;
 }"""
 
-SPARK_LOG = re.compile(r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (WARN|INFO|ERROR|DEBUG) |log4j|SLF4J"
-                       r"|NativeCodeLoader|Setting default log level", re.MULTILINE)
+SPARK_LOG = re.compile(
+    r"^\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (WARN|INFO|ERROR|DEBUG) |log4j|SLF4J"
+    r"|NativeCodeLoader|Setting default log level",
+    re.MULTILINE,
+)
 
 
 # -- the website ------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def site_dir(tmp_path_factory) -> Path:
@@ -167,8 +171,11 @@ def _broken_links(site_url: str, site_dir: Path, page: str, hrefs: list[str]) ->
         target = site_dir / urllib.parse.unquote(path).lstrip("/")
         if not target.is_file():
             broken.append(f"broken link {href}")
-        elif parts.fragment and target.suffix == ".html" and \
-                f'id="{parts.fragment}"' not in target.read_text(errors="replace"):
+        elif (
+            parts.fragment
+            and target.suffix == ".html"
+            and f'id="{parts.fragment}"' not in target.read_text(errors="replace")
+        ):
             broken.append(f"broken anchor {href}")
     return broken
 
@@ -223,8 +230,10 @@ def test_every_benchmark_chart_keeps_its_text_inside(browser, site_dir, site_url
 OLD_MACHINE = "Machine from an earlier run"
 #: The notebook on show (JupyterLab keeps other open notebooks in the page, hidden).
 NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden)"
-COUNT_OLD = (f"print('events from before:', spark.table('raw_events')"
-             f".where(\"CAST(body AS STRING) LIKE '%{OLD_MACHINE}%'\").count())")
+COUNT_OLD = (
+    f"print('events from before:', spark.table('raw_events')"
+    f".where(\"CAST(body AS STRING) LIKE '%{OLD_MACHINE}%'\").count())"
+)
 
 
 @pytest.fixture
@@ -240,8 +249,6 @@ def notebooks(tmp_path) -> Path:
     return tmp_path / "notebooks"
 
 
-
-
 def _outputs(page) -> list[dict]:
     return page.evaluate(f"""() => [
       ...document.querySelectorAll('{NOTEBOOK} .jp-OutputArea-output')].map(o => ({{
@@ -253,18 +260,26 @@ def _wait_until_idle(page, timeout: float) -> None:
     page.wait_for_function(
         f"() => ![...document.querySelectorAll('{NOTEBOOK} .jp-InputPrompt')]"
         ".some(p => p.textContent.includes('*'))",
-        timeout=timeout * 1000, polling=500)
+        timeout=timeout * 1000,
+        polling=500,
+    )
 
 
 def _seed_an_old_event(connection_string: str) -> None:
     from azure.eventhub import EventData, EventHubProducerClient
 
     producer = EventHubProducerClient.from_connection_string(
-        connection_string, eventhub_name="heartbeats")
+        connection_string, eventhub_name="heartbeats"
+    )
     with producer:
         batch = producer.create_batch()
-        batch.add(EventData(json.dumps({"machine_name": OLD_MACHINE,
-                                        "machine_time": "2026-01-01T00:00:00+00:00"})))
+        batch.add(
+            EventData(
+                json.dumps(
+                    {"machine_name": OLD_MACHINE, "machine_time": "2026-01-01T00:00:00+00:00"}
+                )
+            )
+        )
         producer.send_batch(batch)
 
 
@@ -281,11 +296,15 @@ def test_lab00_runs_in_jupyterlab_as_a_learner_meets_it(browser, notebooks, tmp_
             page.goto(f"{lab.base}/lab/tree/{LAB00}/{LAB00}.ipynb?token={TOKEN}")
             run_all_cells(page, NOTEBOOK)
             page.locator(f"{NOTEBOOK} .jp-OutputArea-output", has_text="not done yet").wait_for(
-                timeout=120_000)
+                timeout=120_000
+            )
             _wait_until_idle(page, 60)
             page.screenshot(path=str(ARTIFACTS / "jupyterlab-lab00-untouched.png"))
-            errors = [o["text"] for o in _outputs(page)
-                      if "Error" in o["text"] or "Traceback" in o["text"]]
+            errors = [
+                o["text"]
+                for o in _outputs(page)
+                if "Error" in o["text"] or "Traceback" in o["text"]
+            ]
             assert len(errors) == 1 and "exercise 0.1 is not done yet" in errors[0], errors
 
             # Solved: top to bottom with no traceback, the panel drawn, no Spark log.

@@ -17,11 +17,11 @@ import pytest
 from streamlab.paths import REPO_ROOT
 
 LAB = "00-orientation"
-SOLVED_0_3 = '''\
+SOLVED_0_3 = """\
 def summarise_progress(progress: dict) -> str:
     took = progress["durationMs"]["triggerExecution"]
     return f"batch {progress['batchId']}: {progress['numInputRows']} rows in {took} ms"
-'''
+"""
 
 
 class _Output:
@@ -55,9 +55,21 @@ def watcher(tmp_path):
     labs = tmp_path / "labs"
     shutil.copytree(REPO_ROOT / "labs" / LAB, labs / LAB)
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlab.grading.watch", "00", "--notebooks", str(labs),
-         "--json", str(tmp_path / "grade.json")],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "streamlab.grading.watch",
+            "00",
+            "--notebooks",
+            str(labs),
+            "--json",
+            str(tmp_path / "grade.json"),
+        ],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         yield process, _Output(process), labs / LAB / f"{LAB}.ipynb"
     finally:
@@ -84,8 +96,11 @@ def test_a_save_regrades_the_lab_and_ctrl_c_stops_the_watch(watcher):
     saved = time.monotonic()
     # A burst of saves, longer than the watcher's polling interval, is graded once, as last
     # saved: an attempt, a second one, then the answer.
-    for source in ("def summarise_progress(progress):\n    return ''\n",
-                   "def summarise_progress(progress):\n    return 'batch'\n", SOLVED_0_3):
+    for source in (
+        "def summarise_progress(progress):\n    return ''\n",
+        "def summarise_progress(progress):\n    return 'batch'\n",
+        SOLVED_0_3,
+    ):
         _save(notebook, source)
         time.sleep(0.1)
     started = output.wait_for("00-orientation.ipynb saved: regrading lab 00", timeout=10)
@@ -105,7 +120,11 @@ def test_a_save_regrades_the_lab_and_ctrl_c_stops_the_watch(watcher):
 def test_an_unknown_lab_is_one_sentence(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "streamlab.grading.watch", "42", "--notebooks", str(tmp_path)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("there is no lab '42'; the labs are 00, "), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from eventhub_clients import Receiver, send, wait_for
-
 from conftest import FakeClock
+from eventhub_clients import Receiver, send, wait_for
 
 from streamlab.fleet import KILLED, PAUSED, RUNNING
 from streamlab.widgets import COLOURS, ProducerPanel, StatusBoard
@@ -32,6 +31,7 @@ def _body(event) -> bytes:
 
 
 # -- ProducerPanel ---------------------------------------------------------------------------
+
 
 def test_add_pause_resume_and_kill_from_the_panel(panel, fleet, clock):
     panel.add_button.click()
@@ -77,7 +77,7 @@ def test_the_rate_slider_applies_to_every_producer_and_new_ones(panel, fleet, cl
     wait_for(lambda: fleet.events_sent == 2, what="Producer 2's first heartbeat")
     for expected in (4, 6, 8):
         clock.now += 0.25
-        wait_for(lambda: fleet.events_sent == expected, what=f"{expected} heartbeats")
+        wait_for(lambda n=expected: fleet.events_sent == n, what=f"{expected} heartbeats")
 
 
 def test_bad_and_late_events_come_from_the_chosen_or_first_running_producer(panel, fleet, hub):
@@ -95,14 +95,17 @@ def test_bad_and_late_events_come_from_the_chosen_or_first_running_producer(pane
         panel.late_button.click()
         wait_for(lambda: fleet.events_sent == 4, what="the injected events")
         events = receiver.wait_count(4)
+
     def key(event):
-        return event.partition_key.decode() if isinstance(event.partition_key, bytes) \
+        return (
+            event.partition_key.decode()
+            if isinstance(event.partition_key, bytes)
             else event.partition_key
+        )
 
     # Events come back partition by partition: tell them apart by content, not position.
     assert [key(e) for e in events if _body(e) == b""] == ["Producer 2"]
-    times = sorted(json.loads(_body(e))["machine_time"] for e in events
-                   if key(e) == "Producer 1")
+    times = sorted(json.loads(_body(e))["machine_time"] for e in events if key(e) == "Producer 1")
     assert len(times) == 2 and times[0] < times[1]  # the late one is a minute older
 
 
@@ -117,12 +120,16 @@ def test_the_panel_displays_as_a_widget_and_closes(fleet):
 
 # -- StatusBoard -----------------------------------------------------------------------------
 
-T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def _row(name, status, previous, seconds):
-    return {"machine_name": name, "status": status, "previous_status": previous,
-            "last_status_change_time": T0 + timedelta(seconds=seconds)}
+    return {
+        "machine_name": name,
+        "status": status,
+        "previous_status": previous,
+        "last_status_change_time": T0 + timedelta(seconds=seconds),
+    }
 
 
 def test_each_transition_sets_the_badge_colour_and_the_log():
@@ -130,8 +137,12 @@ def test_each_transition_sets_the_badge_colour_and_the_log():
 
     clock = FakeClock(T0.timestamp() + 0.5)
     board = StatusBoard(clock=clock, log_size=3)
-    story = [(None, "Initializing", None, 0), ("Initializing", "Healthy", None, 1),
-             ("Healthy", "Unhealthy", None, 6), ("Unhealthy", "Healthy", None, 9)]
+    story = [
+        (None, "Initializing", None, 0),
+        ("Initializing", "Healthy", None, 1),
+        ("Healthy", "Unhealthy", None, 6),
+        ("Unhealthy", "Healthy", None, 9),
+    ]
     for step, (previous, status, _, seconds) in enumerate(story):
         clock.now = T0.timestamp() + seconds + 0.25 * (step + 1)
         row = _row("m1", status, previous, seconds)
@@ -149,8 +160,13 @@ def test_each_transition_sets_the_badge_colour_and_the_log():
 
 def test_a_late_row_is_logged_but_does_not_move_a_badge_back():
     board = StatusBoard()
-    board.update([_row("m1", "Initializing", None, 0), _row("m1", "Healthy", "Initializing", 1),
-                  _row("m2", "Initializing", None, 1)])
+    board.update(
+        [
+            _row("m1", "Initializing", None, 0),
+            _row("m1", "Healthy", "Initializing", 1),
+            _row("m2", "Initializing", None, 1),
+        ]
+    )
     board.update([_row("m1", "Unhealthy", "Healthy", 0.5)])
     assert board.statuses == {"m1": "Healthy", "m2": "Initializing"}
     assert len(board.transitions) == 4
@@ -168,16 +184,28 @@ def test_wait_for_returns_once_the_board_shows_it_and_says_so(capsys):
 
 def test_wait_for_gives_up_with_what_the_board_shows():
     board = StatusBoard()
-    board.update([_row("Producer 10", "Healthy", "Initializing", 0),
-                  _row("Producer 2", "Unhealthy", "Healthy", 0)])
-    with pytest.raises(TimeoutError, match=r"waited 0 s for all red; the board shows "
-                                           r"Producer 2: Unhealthy, Producer 10: Healthy\. Check"):
+    board.update(
+        [
+            _row("Producer 10", "Healthy", "Initializing", 0),
+            _row("Producer 2", "Unhealthy", "Healthy", 0),
+        ]
+    )
+    with pytest.raises(
+        TimeoutError,
+        match=r"waited 0 s for all red; the board shows "
+        r"Producer 2: Unhealthy, Producer 10: Healthy\. Check",
+    ):
         board.wait_for("all red", lambda s: False, timeout=0.2, hint="Check the producers.")
 
 
 def test_wait_for_stops_at_once_when_the_query_feeding_the_board_stopped(spark, tmp_path):
-    query = (spark.readStream.format("rate").load().writeStream.format("noop")
-             .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    query = (
+        spark.readStream.format("rate")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
     query.stop()
     with pytest.raises(RuntimeError, match="the query feeding the board stopped"):
         StatusBoard().wait_for("anything", lambda s: False, timeout=60, query=query)
@@ -203,11 +231,22 @@ def test_follow_eventhub_shows_transitions_sent_to_the_status_hub(hub):
     try:
         wait_for(lambda: board.statuses.get("m1") == "Initializing", what="the replayed transition")
         assert "no transition yet" in board.latency.value  # history is not latency
-        now = datetime.now(timezone.utc).isoformat()
-        send(cs, ["not json", json.dumps({"machine_name": "m1", "status": "Healthy",
-                                           "previous_status": "Initializing",
-                                           "last_status_change_time": now})],
-             eventhub="status")
+        now = datetime.now(UTC).isoformat()
+        send(
+            cs,
+            [
+                "not json",
+                json.dumps(
+                    {
+                        "machine_name": "m1",
+                        "status": "Healthy",
+                        "previous_status": "Initializing",
+                        "last_status_change_time": now,
+                    }
+                ),
+            ],
+            eventhub="status",
+        )
         wait_for(lambda: board.statuses.get("m1") == "Healthy", what="the live transition")
         assert "1 unreadable event(s) ignored" in board.info.value
         assert "Latency: last" in board.latency.value
@@ -216,8 +255,9 @@ def test_follow_eventhub_shows_transitions_sent_to_the_status_hub(hub):
     assert "stopped" in board.info.value
 
 
-SCHEMA = ("machine_name STRING, status STRING, previous_status STRING, "
-          "last_status_change_time TIMESTAMP")
+SCHEMA = (
+    "machine_name STRING, status STRING, previous_status STRING, last_status_change_time TIMESTAMP"
+)
 
 
 def test_follow_table_waits_for_the_table_then_applies_only_new_rows(spark):
@@ -228,8 +268,9 @@ def test_follow_table_waits_for_the_table_then_applies_only_new_rows(spark):
         first = [_row("m1", "Initializing", None, 0), _row("m2", "Initializing", None, 0)]
         spark.createDataFrame(first, SCHEMA).createOrReplaceTempView("widget_test_status")
         wait_for(lambda: len(board.statuses) == 2, what="the first rows")
-        spark.createDataFrame(first + [_row("m1", "Healthy", "Initializing", 1)], SCHEMA) \
-            .createOrReplaceTempView("widget_test_status")
+        spark.createDataFrame(
+            first + [_row("m1", "Healthy", "Initializing", 1)], SCHEMA
+        ).createOrReplaceTempView("widget_test_status")
         wait_for(lambda: board.statuses["m1"] == "Healthy", what="the new row")
         assert len(board.transitions) == 3  # the first two were not applied again
     finally:

@@ -23,8 +23,13 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
 
-from streamlab.eventhubs.options import (SCHEMA, SYSTEM_SCHEMA, EventHubsOptionError,
-                                        EventHubsUnavailable, parse_options)
+from streamlab.eventhubs.options import (
+    SCHEMA,
+    SYSTEM_SCHEMA,
+    EventHubsOptionError,
+    EventHubsUnavailable,
+    parse_options,
+)
 from streamlab.eventhubs.sink import EventHubsStreamWriter
 from streamlab.eventhubs.source import EventHubsStreamReader
 
@@ -51,5 +56,11 @@ def register(spark) -> None:
     spark.dataSource.register(EventHubsDataSource)
 
 
-__all__ = ["SCHEMA", "SYSTEM_SCHEMA", "EventHubsDataSource", "EventHubsOptionError",
-           "EventHubsUnavailable", "register"]
+__all__ = [
+    "SCHEMA",
+    "SYSTEM_SCHEMA",
+    "EventHubsDataSource",
+    "EventHubsOptionError",
+    "EventHubsUnavailable",
+    "register",
+]

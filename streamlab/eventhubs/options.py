@@ -5,26 +5,38 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from pyspark.sql.types import (BinaryType, LongType, MapType, StringType, StructField,
-                               StructType, TimestampType)
+from pyspark.sql.types import (
+    BinaryType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 #: The row schema of the classic azure-event-hubs-spark connector.
-SCHEMA = StructType([
-    StructField("body", BinaryType()),
-    StructField("partition", StringType()),
-    StructField("offset", StringType()),
-    StructField("sequenceNumber", LongType()),
-    StructField("enqueuedTime", TimestampType()),
-    StructField("publisher", StringType()),
-    StructField("partitionKey", StringType()),
-    StructField("properties", MapType(StringType(), StringType())),
-])
+SCHEMA = StructType(
+    [
+        StructField("body", BinaryType()),
+        StructField("partition", StringType()),
+        StructField("offset", StringType()),
+        StructField("sequenceNumber", LongType()),
+        StructField("enqueuedTime", TimestampType()),
+        StructField("publisher", StringType()),
+        StructField("partitionKey", StringType()),
+        StructField("properties", MapType(StringType(), StringType())),
+    ]
+)
 
 #: The schema with ``.option("systemProperties", "true")``: one more map, as the classic
 #: connector's ``systemProperties`` (see :mod:`streamlab.eventhubs.source` for its keys).
-SYSTEM_SCHEMA = StructType(SCHEMA.fields + [
-    StructField("systemProperties", MapType(StringType(), StringType())),
-])
+SYSTEM_SCHEMA = StructType(
+    SCHEMA.fields
+    + [
+        StructField("systemProperties", MapType(StringType(), StringType())),
+    ]
+)
 
 
 #: The values of ``receiveOn``: see :mod:`streamlab.eventhubs.source`.
@@ -45,7 +57,8 @@ def unavailable(options: EventHubsOptions, doing: str, error: Exception) -> Even
         f"could not {doing} event hub {options.eventhub!r} at "
         f"{endpoint(options.connection_string)}: {type(error).__name__}: {error}. "
         "Is the hub running (`streamlab-hub`, or `nox -s lab`, which starts one) and is the "
-        "event hub's name right?")
+        "event hub's name right?"
+    )
 
 
 def _entity_path(connection_string: str) -> str | None:
@@ -108,13 +121,15 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
     connection_string = lowered.get("connectionstring")
     if not connection_string:
         raise EventHubsOptionError(
-            "the eventhubs source and sink need .option(\"connectionString\", ...): the string "
-            "`streamlab-hub` prints, or the one from the Azure portal")
+            'the eventhubs source and sink need .option("connectionString", ...): the string '
+            "`streamlab-hub` prints, or the one from the Azure portal"
+        )
     eventhub = _entity_path(connection_string) or lowered.get("eventhubname")
     if not eventhub:
         raise EventHubsOptionError(
-            "name the event hub with .option(\"eventHubName\", \"heartbeats\") or an "
-            "EntityPath=... in the connection string")
+            'name the event hub with .option("eventHubName", "heartbeats") or an '
+            "EntityPath=... in the connection string"
+        )
     limit = lowered.get("maxeventspertrigger")
     try:
         max_events = int(limit) if limit is not None else None
@@ -134,7 +149,9 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
     except ValueError:
         events_per_task = -1
     if events_per_task < 0:
-        raise EventHubsOptionError(f"eventsPerTask must be a whole number, 0 or more; got {per_task!r}")
+        raise EventHubsOptionError(
+            f"eventsPerTask must be a whole number, 0 or more; got {per_task!r}"
+        )
     parsed = EventHubsOptions(
         connection_string=connection_string,
         eventhub=eventhub,

@@ -21,7 +21,8 @@ import os
 import threading
 import time
 from collections import deque
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from streamlab.eventhubs.options import EventHubsOptions, endpoint
 
@@ -50,10 +51,22 @@ def _text(value: Any) -> str | None:
 
 def event_row(partition_id: str, event: Any) -> Row:
     """One received ``EventData`` as a row of the source's schema."""
-    body = b"".join(bytes(part) for part in event.body) if not isinstance(event.body, bytes) else event.body
+    body = (
+        b"".join(bytes(part) for part in event.body)
+        if not isinstance(event.body, bytes)
+        else event.body
+    )
     properties = {_text(k): _text(v) for k, v in (event.properties or {}).items()}
-    return (body, partition_id, _text(event.offset), int(event.sequence_number),
-            event.enqueued_time, None, _text(event.partition_key), properties)
+    return (
+        body,
+        partition_id,
+        _text(event.offset),
+        int(event.sequence_number),
+        event.enqueued_time,
+        None,
+        _text(event.partition_key),
+        properties,
+    )
 
 
 class ReceiveTimeout(RuntimeError):
@@ -120,8 +133,7 @@ class Receivers:
         deadline = time.monotonic() + timeout
         with self._lock:
             while True:
-                missing = {p: s for p, s in target.items()
-                           if self._partitions[p].next_sequence < s}
+                missing = {p: s for p, s in target.items() if self._partitions[p].next_sequence < s}
                 if not missing:
                     return
                 left = deadline - time.monotonic()
@@ -181,8 +193,12 @@ class Receivers:
         """
         with self._lock:
             state = self._partitions.get(partition_id)
-            alive = (state is not None and state.error is None and state.thread is not None
-                     and state.thread.is_alive())
+            alive = (
+                state is not None
+                and state.error is None
+                and state.thread is not None
+                and state.thread.is_alive()
+            )
             if not alive or not state.first_sequence <= first <= state.next_sequence:
                 self._restart(partition_id, first)
                 return
@@ -192,8 +208,11 @@ class Receivers:
     def open_partitions(self) -> set[str]:
         """The partitions with a receiver running."""
         with self._lock:
-            return {p for p, state in self._partitions.items()
-                    if state.thread is not None and state.thread.is_alive()}
+            return {
+                p
+                for p, state in self._partitions.items()
+                if state.thread is not None and state.thread.is_alive()
+            }
 
     def close_partition(self, partition_id: str) -> None:
         """Stop the partition's receiver and forget its buffer."""
@@ -228,11 +247,16 @@ class Receivers:
         for partition_id, sequence in sorted(missing.items()):
             state = self._partitions[partition_id]
             error = f" (last error: {state.error})" if state.error else ""
-            parts.append(f"partition {partition_id} has events up to {state.next_sequence - 1}, "
-                         f"needs up to {sequence - 1}{error}")
-        return (f"waited {self._options.timeout_seconds:g} s for event hub "
-                f"{self._options.eventhub!r} at {endpoint(self._options.connection_string)}: "
-                + "; ".join(parts) + ". Is the hub running?")
+            parts.append(
+                f"partition {partition_id} has events up to {state.next_sequence - 1}, "
+                f"needs up to {sequence - 1}{error}"
+            )
+        return (
+            f"waited {self._options.timeout_seconds:g} s for event hub "
+            f"{self._options.eventhub!r} at {endpoint(self._options.connection_string)}: "
+            + "; ".join(parts)
+            + ". Is the hub running?"
+        )
 
     def _restart(self, partition_id: str, sequence: int) -> None:
         state = self._partitions.setdefault(partition_id, _Partition())
@@ -249,8 +273,11 @@ class Receivers:
         if self._closed:
             return
         state.thread = threading.Thread(
-            target=self._receive, args=(partition_id, sequence, state.generation),
-            name=f"eventhubs-{self._options.eventhub}-{partition_id}", daemon=True)
+            target=self._receive,
+            args=(partition_id, sequence, state.generation),
+            name=f"eventhubs-{self._options.eventhub}-{partition_id}",
+            daemon=True,
+        )
         state.thread.start()
 
     @staticmethod
@@ -265,8 +292,10 @@ class Receivers:
         from azure.eventhub import EventHubConsumerClient
 
         client = EventHubConsumerClient.from_connection_string(
-            consumer_group=self._options.consumer_group, socket_timeout=_socket_timeout(),
-            **self._options.client_kwargs)
+            consumer_group=self._options.consumer_group,
+            socket_timeout=_socket_timeout(),
+            **self._options.client_kwargs,
+        )
         with self._lock:
             state = self._partitions[partition_id]
             if state.generation != generation:
@@ -284,9 +313,15 @@ class Receivers:
 
         try:
             client.receive_batch(
-                on_event_batch=on_batch, on_error=on_error, partition_id=partition_id,
-                starting_position=sequence, starting_position_inclusive=True,
-                max_batch_size=1000, max_wait_time=None, prefetch=2000)
+                on_event_batch=on_batch,
+                on_error=on_error,
+                partition_id=partition_id,
+                starting_position=sequence,
+                starting_position_inclusive=True,
+                max_batch_size=1000,
+                max_wait_time=None,
+                prefetch=2000,
+            )
         except Exception as error:  # reported by wait_until's timeout message
             with self._lock:
                 if self._partitions[partition_id].generation == generation:
@@ -314,8 +349,11 @@ def _socket_timeout() -> float:
 
 def _log_receipts(path: str, partition_id: str, events: list, received: float) -> None:
     """Append one line per event to the receive log; one write, so lines never interleave."""
-    lines = "".join(f"{partition_id} {event.sequence_number} "
-                    f"{event.enqueued_time.timestamp():.6f} {received:.6f}\n" for event in events)
+    lines = "".join(
+        f"{partition_id} {event.sequence_number} "
+        f"{event.enqueued_time.timestamp():.6f} {received:.6f}\n"
+        for event in events
+    )
     with open(path, "a") as log:
         log.write(lines)
 
@@ -329,8 +367,9 @@ _last_read: dict[tuple[tuple[str, str, str], str], float] = {}
 _reaper: threading.Thread | None = None
 
 
-def read_range(options: EventHubsOptions, partition_id: str, first: int,
-               last: int) -> Iterator[Row]:
+def read_range(
+    options: EventHubsOptions, partition_id: str, first: int, last: int
+) -> Iterator[Row]:
     """The events ``first <= sequence number < last`` of one partition, read in a task.
 
     The partition's receiver stays open in this process after the range is read, positioned
@@ -368,8 +407,9 @@ def close_idle_receivers(idle_for: float = KEEP_OPEN_S) -> None:
     """
     now = time.monotonic()
     with _kept_lock:
-        idle = [(key, partition) for (key, partition), at in _last_read.items()
-                if now - at >= idle_for]
+        idle = [
+            (key, partition) for (key, partition), at in _last_read.items() if now - at >= idle_for
+        ]
         for key, partition in idle:
             del _last_read[(key, partition)]
             if key in _kept:
@@ -386,8 +426,9 @@ def close_kept_receivers() -> None:
         receivers.close()
 
 
-def _kept_receivers(key: tuple[str, str, str], options: EventHubsOptions,
-                    partition_id: str) -> Receivers:
+def _kept_receivers(
+    key: tuple[str, str, str], options: EventHubsOptions, partition_id: str
+) -> Receivers:
     """This process's receivers of the hub ``key``, with ``partition_id`` marked as being read."""
     global _reaper
     with _kept_lock:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import atexit
 import threading
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, StringType, StructType
@@ -47,10 +48,12 @@ def check_sink_schema(schema: StructType) -> None:
     if "body" not in fields:
         raise EventHubsOptionError(
             "the eventhubs sink sends the column `body`; select one, e.g. "
-            "to_json(struct(...)).alias(\"body\")")
+            'to_json(struct(...)).alias("body")'
+        )
     if not isinstance(fields["body"], (StringType, BinaryType)):
         raise EventHubsOptionError(
-            f"the column `body` must be a string or binary; it is {fields['body'].simpleString()}")
+            f"the column `body` must be a string or binary; it is {fields['body'].simpleString()}"
+        )
     if "partitionKey" in fields and not isinstance(fields["partitionKey"], StringType):
         raise EventHubsOptionError("the column `partitionKey` must be a string")
 
@@ -75,7 +78,9 @@ class EventHubsStreamWriter(DataSourceStreamWriter):
             if body is None:
                 continue
             key = row["partitionKey"] if self.keyed else None
-            by_key[key].append(EventData(bytes(body) if isinstance(body, (bytes, bytearray)) else body))
+            by_key[key].append(
+                EventData(bytes(body) if isinstance(body, (bytes, bytearray)) else body)
+            )
         try:
             return SentMessage(self._send(by_key))
         except Exception as error:  # the SDK raises several types; all mean the same to a learner

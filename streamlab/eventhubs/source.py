@@ -43,16 +43,19 @@ to read" (the reference heartbeat monitor does):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
-                                              SupportsTriggerAvailableNow)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 
 from streamlab.eventhubs.options import EventHubsOptions, unavailable
 from streamlab.eventhubs.receivers import Receivers, Row, read_range
-
 
 #: The key of ``systemProperties`` that says how far the partition went when the batch was planned.
 LAST_ENQUEUED = "lastEnqueuedSequenceNumber"
@@ -86,15 +89,20 @@ def _management(options: EventHubsOptions):
 
     # Few retries: an unreachable hub should say so in seconds, not minutes.
     return EventHubConsumerClient.from_connection_string(
-        consumer_group=options.consumer_group, retry_total=1, retry_backoff_factor=0.2,
-        **options.client_kwargs)
+        consumer_group=options.consumer_group,
+        retry_total=1,
+        retry_backoff_factor=0.2,
+        **options.client_kwargs,
+    )
 
 
-def partition_bounds(options: EventHubsOptions,
-                     partition_ids: list[str] | None = None) -> dict[str, tuple[int, int]]:
+def partition_bounds(
+    options: EventHubsOptions, partition_ids: list[str] | None = None
+) -> dict[str, tuple[int, int]]:
     """For each partition (every one, or ``partition_ids``), (first sequence number kept, one
     past the last). Each management call of the SDK takes several of its 50 ms polls (about
     0.35 s here), so the calls run side by side, and naming the partitions saves a round."""
+
     def bounds(client, partition_id: str) -> tuple[int, int]:
         props = client.get_partition_properties(partition_id)
         last = int(props["last_enqueued_sequence_number"])
@@ -146,8 +154,11 @@ def _one_task_if_small(partitions: list, events_per_task: int) -> list:
         return partitions
     if sum(len(p.rows) for p in events) > events_per_task:
         return partitions
-    return [EventsPartition(",".join(p.partition_id for p in events),
-                            [row for p in events for row in p.rows])]
+    return [
+        EventsPartition(
+            ",".join(p.partition_id for p in events), [row for p in events for row in p.rows]
+        )
+    ]
 
 
 class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -163,8 +174,13 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def __getstate__(self) -> dict:
         # Tasks receive this object to call read(); the receivers stay on the driver.
-        return {"options": self.options, "_receivers": None, "_target": None, "_initial": None,
-                "_known_end": {}}
+        return {
+            "options": self.options,
+            "_receivers": None,
+            "_target": None,
+            "_initial": None,
+            "_known_end": {},
+        }
 
     @property
     def receivers(self) -> Receivers:
@@ -197,8 +213,9 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         start = {str(p): int(s) for p, s in start.items()}
         if not self._on_executors and self.receivers.ensure(start):
             # A receiver that has just started has delivered nothing yet: ask the hub.
-            self.receivers.promise({p: end for p, (_, end) in partition_bounds(self.options).items()
-                                    if p in start})
+            self.receivers.promise(
+                {p: end for p, (_, end) in partition_bounds(self.options).items() if p in start}
+            )
         if self._target is not None:
             latest = {p: max(start.get(p, 0), end) for p, end in self._target.items()}
             for p in start:

@@ -5,12 +5,13 @@
 - :mod:`.child` runs the checks, and so the learner's code, in a process of its own;
   :mod:`.supervisor` keeps a hard time limit on it and blames what killed it;
   :mod:`.events` is what the two say to each other.
+- :mod:`.expect` is what a check raises: a sentence, expected against actual, a hint.
 - :mod:`.verdict` turns what a check raised into a status and a sentence.
-- :mod:`.report` prints the table and writes ``build/grade.json``; :mod:`.saving` notices
+- :mod:`.report` prints the table and writes ``build/grade.json``; :mod:`.unsaved` notices
   a notebook whose kernel ran newer code than its file holds.
 """
 
-__all__ = ["LoadedNotebook", "exercise", "load_notebook"]
+__all__ = ["CheckFailed", "LoadedNotebook", "exercise", "expect_equal", "load_notebook"]
 
 
 def __getattr__(name: str):
@@ -20,6 +21,10 @@ def __getattr__(name: str):
         from streamlab.grading import loader
 
         return getattr(loader, name)
+    if name in ("CheckFailed", "expect_equal"):
+        from streamlab.grading import expect
+
+        return getattr(expect, name)
     if name == "exercise":
         from streamlab.grading.plugin import exercise
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from streamlab import registry
-from streamlab.grading import report, saving, supervisor
+from streamlab.grading import report, supervisor, unsaved
 from streamlab.paths import BUILD_DIR
 
 #: Exit statuses.
@@ -26,17 +26,28 @@ OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nox -s check --", description=__doc__.split("\n")[0])
-    parser.add_argument("labs", nargs="*", help="lab ids to grade, e.g. 04 (default: all, or "
-                                                "the labs of the exercises named)")
-    parser.add_argument("--notebooks", default="labs",
-                        help="folder of notebooks to grade (default: labs)")
-    parser.add_argument("--exercise", action="append", default=[], metavar="ID",
-                        help="grade only this exercise, e.g. 4.2 (repeatable); the others "
-                             "are left out of the table and of the JSON")
-    parser.add_argument("--json", default=str(BUILD_DIR / "grade.json"),
-                        help="where to write the grade as JSON")
-    parser.add_argument("--complete", action="store_true",
-                        help="exit 3 unless every exercise graded has passed")
+    parser.add_argument(
+        "labs",
+        nargs="*",
+        help="lab ids to grade, e.g. 04 (default: all, or the labs of the exercises named)",
+    )
+    parser.add_argument(
+        "--notebooks", default="labs", help="folder of notebooks to grade (default: labs)"
+    )
+    parser.add_argument(
+        "--exercise",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="grade only this exercise, e.g. 4.2 (repeatable); the others "
+        "are left out of the table and of the JSON",
+    )
+    parser.add_argument(
+        "--json", default=str(BUILD_DIR / "grade.json"), help="where to write the grade as JSON"
+    )
+    parser.add_argument(
+        "--complete", action="store_true", help="exit 3 unless every exercise graded has passed"
+    )
     parser.add_argument("--max-check-seconds", type=float, default=None, help=argparse.SUPPRESS)
     return parser
 
@@ -49,13 +60,15 @@ def _choose(labs: list[str], exercises: list[str]) -> list[registry.Lab]:
             lab = registry.lab(exercise_id.partition(".")[0])
         except registry.RegistryError:
             raise registry.RegistryError(
-                f"there is no exercise {exercise_id!r}: exercises are named like 4.2") from None
+                f"there is no exercise {exercise_id!r}: exercises are named like 4.2"
+            ) from None
         lab.exercise(exercise_id)
         if lab not in chosen:
             if labs:
                 raise registry.RegistryError(
                     f"exercise {exercise_id} is in lab {lab.id}, which is not among the "
-                    f"labs named ({', '.join(labs)})")
+                    f"labs named ({', '.join(labs)})"
+                )
             chosen.append(lab)
     return chosen or list(registry.labs())
 
@@ -70,23 +83,36 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE
     missing = [lab for lab in chosen if not lab.check_file.exists()]
     if missing:
-        print("No checks for lab(s) " + ", ".join(lab.id for lab in missing) +
-              f" ({supervisor.REPORT_BUGS}).", file=sys.stderr)
+        print(
+            "No checks for lab(s) "
+            + ", ".join(lab.id for lab in missing)
+            + f" ({supervisor.REPORT_BUGS}).",
+            file=sys.stderr,
+        )
         return USAGE
 
     json_path = Path(args.json)
     earlier = report.read_json(json_path)
     # Whatever happens from here on, no earlier grade stays in place.
-    report.write_json({"status": "in-progress", "notebooks": args.notebooks, "labs": []},
-                      json_path)
+    report.write_json({"status": "in-progress", "notebooks": args.notebooks, "labs": []}, json_path)
     print(f"Grading {len(chosen)} lab(s) in {args.notebooks}/ ...", flush=True)
-    outcome = supervisor.run(chosen, args.notebooks, exercises=args.exercise,
-                             max_check_seconds=args.max_check_seconds,
-                             log_path=json_path.with_name("grade.log"))
-    graded = report.grade(chosen, outcome.results, lab_errors=outcome.lab_errors,
-                          cells=outcome.cells, exercises=set(args.exercise) or None,
-                          notebooks=args.notebooks, earlier=earlier)
-    graded["unsaved"] = saving.warnings(chosen, graded, args.notebooks)
+    outcome = supervisor.run(
+        chosen,
+        args.notebooks,
+        exercises=args.exercise,
+        max_check_seconds=args.max_check_seconds,
+        log_path=json_path.with_name("grade.log"),
+    )
+    graded = report.grade(
+        chosen,
+        outcome.results,
+        lab_errors=outcome.lab_errors,
+        cells=outcome.cells,
+        exercises=set(args.exercise) or None,
+        notebooks=args.notebooks,
+        earlier=earlier,
+    )
+    graded["unsaved"] = unsaved.warnings(chosen, graded, args.notebooks)
     report.write_json(graded, json_path)
     print()
     print(report.render(graded))

@@ -48,8 +48,17 @@ def _die_with_supervisor() -> None:
 def main(argv: list[str]) -> int:
     _die_with_supervisor()
     code = pytest.main(
-        [*argv, "-p", "no:terminal", "-p", "no:cacheprovider", "--rootdir", str(REPO_ROOT),
-         "-c", str(REPO_ROOT / "checks" / "pytest.ini")],
+        [
+            *argv,
+            "-p",
+            "no:terminal",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(REPO_ROOT),
+            "-c",
+            str(REPO_ROOT / "checks" / "pytest.ini"),
+        ],
         plugins=[_Recorder()],
     )
     events.emit("done", code=int(code))

@@ -44,17 +44,23 @@ class CellProblem:
         if self.kind == "syntax":
             return f"Cell {self.cell_number} (exercise {self.exercise}) has a syntax error: {self.detail}"
         if self.kind == "timeout":
-            return (f"Running {self.where} {self.detail}: is there an endless loop at the top "
-                    "level of the cell?")
+            return (
+                f"Running {self.where} {self.detail}: is there an endless loop at the top "
+                "level of the cell?"
+            )
         if self.kind == "not-done":
             return f"Exercise {self.exercise} is not done yet."
         if self.kind == "exit":
-            return (f"Running {self.where} ended the program with {self.detail}: a cell must "
-                    "not call sys.exit() or exit(); remove the call.")
+            return (
+                f"Running {self.where} ended the program with {self.detail}: a cell must "
+                "not call sys.exit() or exit(); remove the call."
+            )
         if self.kind == "query":
-            return (f"Running {self.where} left a streaming query running ({self.detail}): "
-                    "start queries inside your function and stop them (availableNow and "
-                    "awaitTermination(), or query.stop()) before it returns.")
+            return (
+                f"Running {self.where} left a streaming query running ({self.detail}): "
+                "start queries inside your function and stop them (availableNow and "
+                "awaitTermination(), or query.stop()) before it returns."
+            )
         if self.kind == "crash":
             return f"Running {self.where} {self.detail}"
         if self.kind in ("duplicate", "missing-tag"):
@@ -71,7 +77,8 @@ class NotebookUnreadable(Exception):
         super().__init__(
             f"{_shown(path)} is not a valid notebook ({self.detail}). Your code was not run: "
             f"restore the file with `git checkout -- {_shown(path)}` (or re-download it), or "
-            "open it in a text editor and repair it.")
+            "open it in a text editor and repair it."
+        )
 
 
 class NotebookMissing(NotebookUnreadable):
@@ -81,8 +88,10 @@ class NotebookMissing(NotebookUnreadable):
         self.path = path
         self.detail = "no such file"
         Exception.__init__(
-            self, f"There is no notebook at {_shown(path)}: restore it with "
-                  f"`git checkout -- {_shown(path)}`, or grade another folder with --notebooks.")
+            self,
+            f"There is no notebook at {_shown(path)}: restore it with "
+            f"`git checkout -- {_shown(path)}`, or grade another folder with --notebooks.",
+        )
 
 
 def _shown(path: Path) -> str:
@@ -129,8 +138,11 @@ class LoadedNotebook:
 def describe_error(error: BaseException, filename_prefix: str) -> str:
     """``TypeError: ... (line 4: `code`)``, pointing at the innermost notebook line."""
     summary = f"{type(error).__name__}: {error}".strip().splitlines()[0]
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if f.filename.startswith(filename_prefix)]
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if f.filename.startswith(filename_prefix)
+    ]
     if frames:
         frame = frames[-1]
         summary += f" (line {frame.lineno}: `{(frame.line or '').strip()}`)"
@@ -155,16 +167,22 @@ def read_notebook(path: str | Path) -> nbformat.NotebookNode:
     try:
         return nbformat.read(path, as_version=4)
     except nbformat.reader.NotJSONError:
-        raise NotebookUnreadable(path, "it is not complete JSON: cut short, or a merge or "
-                                       "an edit by hand broke it") from None
+        raise NotebookUnreadable(
+            path, "it is not complete JSON: cut short, or a merge or an edit by hand broke it"
+        ) from None
     except Exception as error:  # UnicodeDecodeError, a schema error, ...
         raise NotebookUnreadable(path, f"{type(error).__name__}: {error}"[:160]) from None
 
 
-def load_notebook(path: str | Path, module_name: str | None = None, *,
-                  expected: Collection[str] = (), skip: Mapping[int, CellProblem] | None = None,
-                  on_cell: CellHook | None = None,
-                  cell_time_limit: float | None = None) -> LoadedNotebook:
+def load_notebook(
+    path: str | Path,
+    module_name: str | None = None,
+    *,
+    expected: Collection[str] = (),
+    skip: Mapping[int, CellProblem] | None = None,
+    on_cell: CellHook | None = None,
+    cell_time_limit: float | None = None,
+) -> LoadedNotebook:
     """Run the graded cells of the notebook at ``path`` in a new module.
 
     ``expected`` names the exercises that should each have one tagged cell; ``skip`` maps
@@ -199,8 +217,9 @@ def load_notebook(path: str | Path, module_name: str | None = None, *,
         _register_source(filename, cell.source)
         if on_cell:
             on_cell(exercise, number)
-        problem = _run_cell(cell.source, filename, module, exercise, number,
-                            cell_time_limit or CELL_TIME_LIMIT)
+        problem = _run_cell(
+            cell.source, filename, module, exercise, number, cell_time_limit or CELL_TIME_LIMIT
+        )
         if on_cell:
             on_cell(None, 0)
         if problem is None and exercise and NOT_DONE.format(id=exercise) in cell.source:
@@ -214,28 +233,51 @@ def load_notebook(path: str | Path, module_name: str | None = None, *,
     return loaded
 
 
-def _tag_problems(path: Path, tagged: dict[str, list[int]],
-                  expected: Collection[str]) -> list[CellProblem]:
+def _tag_problems(
+    path: Path, tagged: dict[str, list[int]], expected: Collection[str]
+) -> list[CellProblem]:
     problems = []
     for exercise, numbers in sorted(tagged.items()):
         if len(numbers) > 1:
             listed = ", ".join(str(n) for n in numbers[:-1]) + f" and {numbers[-1]}"
             count = {2: "Two", 3: "Three"}.get(len(numbers), str(len(numbers)))
-            problems.append(CellProblem(exercise, numbers[-1], "duplicate", (
-                f"{count} cells are tagged exercise-{exercise}: cells {listed}; keep one "
-                "(delete the other cells, or remove their tag), so the grader knows which "
-                "is your answer.")))
+            problems.append(
+                CellProblem(
+                    exercise,
+                    numbers[-1],
+                    "duplicate",
+                    (
+                        f"{count} cells are tagged exercise-{exercise}: cells {listed}; keep one "
+                        "(delete the other cells, or remove their tag), so the grader knows which "
+                        "is your answer."
+                    ),
+                )
+            )
     for exercise in expected:
         if exercise not in tagged:
-            problems.append(CellProblem(exercise, 0, "missing-tag", (
-                f"No cell of {_shown(path)} is tagged exercise-{exercise}: put the tag back on "
-                "the cell with your code for it (JupyterLab: the cell's property inspector, "
-                "Cell Tags), or restore the cell from the lab.")))
+            problems.append(
+                CellProblem(
+                    exercise,
+                    0,
+                    "missing-tag",
+                    (
+                        f"No cell of {_shown(path)} is tagged exercise-{exercise}: put the tag back on "
+                        "the cell with your code for it (JupyterLab: the cell's property inspector, "
+                        "Cell Tags), or restore the cell from the lab."
+                    ),
+                )
+            )
     return problems
 
 
-def _run_cell(source: str, filename: str, module: types.ModuleType,
-              exercise: str | None, number: int, limit: float) -> CellProblem | None:
+def _run_cell(
+    source: str,
+    filename: str,
+    module: types.ModuleType,
+    exercise: str | None,
+    number: int,
+    limit: float,
+) -> CellProblem | None:
     try:
         code = compile(source, filename, "exec")
     except SyntaxError as error:
@@ -260,8 +302,9 @@ def _run_cell(source: str, filename: str, module: types.ModuleType,
     return None
 
 
-def _cell_error(error: BaseException, filename: str, exercise: str | None,
-                number: int) -> CellProblem:
+def _cell_error(
+    error: BaseException, filename: str, exercise: str | None, number: int
+) -> CellProblem:
     """The problem for a cell that raised ``error``."""
     if isinstance(error, KeyboardInterrupt):
         raise error

@@ -2,7 +2,7 @@
 
 ``import streamlab`` (or ``%load_ext streamlab``) in a notebook registers the magic. It
 reads the lab's notebook file, puts in the source of every graded cell as it was last run in
-this kernel (:mod:`streamlab.cell_runs`), saved or not, writes that notebook to a temporary
+this kernel (:mod:`streamlab.grading.cell_history`), saved or not, writes that notebook to a temporary
 folder laid out like ``labs/`` and runs the grader on it in a fresh process, exactly as
 ``nox -s check`` does. It shows the same verdict, sentence and hint, and says which version
 of the cell it graded.
@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 
 from streamlab import registry
-from streamlab.cell_runs import LAST_RUNS, CellRun
+from streamlab.grading.cell_history import LAST_RUNS, CellRun
 from streamlab.grading.supervisor import interrupt
 from streamlab.paths import REPO_ROOT
 
@@ -62,8 +62,10 @@ class CheckReport:
     def __str__(self) -> str:
         lines = []
         for e in self.exercises:
-            lines.append(f"{_SYMBOL.get(e.status, '?')} Exercise {e.id} · {e.title}: "
-                         f"{_WORD.get(e.status, e.status)}")
+            lines.append(
+                f"{_SYMBOL.get(e.status, '?')} Exercise {e.id} · {e.title}: "
+                f"{_WORD.get(e.status, e.status)}"
+            )
             if e.status != "passed" and e.message:
                 lines.append(f"  {e.message}")
             if e.status != "passed" and e.hint:
@@ -82,23 +84,34 @@ class CheckReport:
         rows = []
         for e in self.exercises:
             colour = _COLOUR.get(e.status, "inherit")
-            parts = [f"<div class='streamlab-check-head'><b style='color:{colour}'>"
-                     f"{_SYMBOL.get(e.status, '?')} {html.escape(_WORD.get(e.status, e.status))}"
-                     f"</b> · Exercise {html.escape(e.id)} · {html.escape(e.title)}</div>"]
+            parts = [
+                f"<div class='streamlab-check-head'><b style='color:{colour}'>"
+                f"{_SYMBOL.get(e.status, '?')} {html.escape(_WORD.get(e.status, e.status))}"
+                f"</b> · Exercise {html.escape(e.id)} · {html.escape(e.title)}</div>"
+            ]
             if e.status != "passed" and e.message:
                 parts.append(f"<div class='streamlab-check-message'>{_html(e.message)}</div>")
             if e.status != "passed" and e.hint:
-                parts.append(f"<div class='streamlab-check-hint'><i>Hint:</i> "
-                             f"{_html(e.hint)} <span style='color:#6e7781'>(more: "
-                             f"<code>nox -s hint -- {html.escape(e.id)}</code>)</span></div>")
-            parts.append(f"<div class='streamlab-check-version' style='color:#6e7781'>"
-                         f"Graded: {html.escape(e.version)}.</div>")
-            rows.append(f"<div class='streamlab-check streamlab-check-{html.escape(e.status)}' "
-                        f"style='border-left:4px solid {colour};padding:2px 8px;margin:4px 0'>"
-                        + "".join(parts) + "</div>")
-        return "".join(rows) + (f"<div style='color:#6e7781;font-size:smaller'>"
-                                f"{html.escape(self.notebook.name)}, graded in "
-                                f"{self.seconds:.1f} s</div>")
+                parts.append(
+                    f"<div class='streamlab-check-hint'><i>Hint:</i> "
+                    f"{_html(e.hint)} <span style='color:#6e7781'>(more: "
+                    f"<code>nox -s hint -- {html.escape(e.id)}</code>)</span></div>"
+                )
+            parts.append(
+                f"<div class='streamlab-check-version' style='color:#6e7781'>"
+                f"Graded: {html.escape(e.version)}.</div>"
+            )
+            rows.append(
+                f"<div class='streamlab-check streamlab-check-{html.escape(e.status)}' "
+                f"style='border-left:4px solid {colour};padding:2px 8px;margin:4px 0'>"
+                + "".join(parts)
+                + "</div>"
+            )
+        return "".join(rows) + (
+            f"<div style='color:#6e7781;font-size:smaller'>"
+            f"{html.escape(self.notebook.name)}, graded in "
+            f"{self.seconds:.1f} s</div>"
+        )
 
 
 def _html(text: str) -> str:
@@ -110,8 +123,9 @@ def check_magic(line: str) -> None:
     """The ``%check`` line magic: grade, then show the report (or one sentence)."""
     from IPython.display import display
 
-    shown = display({"text/plain": f"Checking {line.strip() or 'this lab'} ..."},
-                    raw=True, display_id=True)
+    shown = display(
+        {"text/plain": f"Checking {line.strip() or 'this lab'} ..."}, raw=True, display_id=True
+    )
     try:
         report = check(line)
     except CheckError as error:
@@ -135,10 +149,16 @@ def check(line: str, cwd: Path | None = None) -> CheckReport:
     for entry in graded:
         if entry["id"] not in wanted:
             continue
-        exercises.append(Graded(
-            id=entry["id"], title=entry.get("title", ""), status=entry.get("status", "?"),
-            message=entry.get("message") or "", hint=_first_hint(entry),
-            version=versions.get(entry["id"], "no cell of the notebook is tagged for it")))
+        exercises.append(
+            Graded(
+                id=entry["id"],
+                title=entry.get("title", ""),
+                status=entry.get("status", "?"),
+                message=entry.get("message") or "",
+                hint=_first_hint(entry),
+                version=versions.get(entry["id"], "no cell of the notebook is tagged for it"),
+            )
+        )
     seconds = (datetime.now() - started).total_seconds()
     return CheckReport(lab.id, notebook, tuple(exercises), seconds)
 
@@ -155,8 +175,10 @@ def _targets(words: list[str], cwd: Path) -> tuple[registry.Lab, list[str]]:
     if not words:
         lab = _lab_of_current_notebook(cwd)
         if lab is None:
-            raise CheckError("Which exercise? Write it after %check, for example %check 2.1 "
-                             "(or a lab: %check 02).")
+            raise CheckError(
+                "Which exercise? Write it after %check, for example %check 2.1 "
+                "(or a lab: %check 02)."
+            )
         return lab, [e.id for e in lab.exercises]
     labs: dict[str, registry.Lab] = {}
     wanted: list[str] = []
@@ -172,8 +194,10 @@ def _targets(words: list[str], cwd: Path) -> tuple[registry.Lab, list[str]]:
             raise CheckError(f"There is nothing to check called {word!r}: {error}.") from None
         labs[lab.id] = lab
     if len(labs) > 1:
-        raise CheckError("%check grades one lab at a time; name exercises of one lab, for "
-                         "example %check 2.1 2.2.")
+        raise CheckError(
+            "%check grades one lab at a time; name exercises of one lab, for "
+            "example %check 2.1 2.2."
+        )
     return next(iter(labs.values())), list(dict.fromkeys(wanted))
 
 
@@ -197,14 +221,19 @@ def find_notebook(lab: registry.Lab, cwd: Path) -> Path:
     if session and Path(session).suffix == ".ipynb":
         candidates.append(Path(session))
     file = f"{lab.name}.ipynb"
-    candidates += [cwd / file, cwd / lab.name / file, cwd.parent / lab.name / file,
-                   lab.notebook(REPO_ROOT / "labs")]
+    candidates += [
+        cwd / file,
+        cwd / lab.name / file,
+        cwd.parent / lab.name / file,
+        lab.notebook(REPO_ROOT / "labs"),
+    ]
     tags = {f"exercise-{e.id}" for e in lab.exercises}
     for candidate in candidates:
         if candidate.is_file() and _has_any_tag(candidate, tags):
             return candidate
-    raise CheckError(f"Cannot find the notebook of lab {lab.id} ({file}) in {cwd} or in "
-                     f"{REPO_ROOT / 'labs'}.")
+    raise CheckError(
+        f"Cannot find the notebook of lab {lab.id} ({file}) in {cwd} or in {REPO_ROOT / 'labs'}."
+    )
 
 
 def _has_any_tag(path: Path, tags: set[str]) -> bool:
@@ -244,18 +273,29 @@ def _write_as_last_run(notebook: Path, lab: registry.Lab, labs_dir: Path) -> dic
 
 def _version(number: int, saved: str, run: CellRun | None, saved_at: datetime) -> str:
     if run is None:
-        return (f"cell {number} as saved at {saved_at:%H:%M:%S} (you have not run it since "
-                "%check was loaded)")
+        return (
+            f"cell {number} as saved at {saved_at:%H:%M:%S} (you have not run it since "
+            "%check was loaded)"
+        )
     if run.source == saved:
         return f"cell {number} as you last ran it at {run.at:%H:%M:%S}, the same as saved"
     return f"cell {number} as you last ran it at {run.at:%H:%M:%S}, not saved yet"
 
 
-def _run_grader(lab: registry.Lab, labs_dir: Path, wanted: list[str],
-                json_path: Path) -> list[dict]:
+def _run_grader(
+    lab: registry.Lab, labs_dir: Path, wanted: list[str], json_path: Path
+) -> list[dict]:
     """Run ``python -m streamlab.grading`` on ``labs_dir`` and return the lab's exercises."""
-    base = [sys.executable, "-m", "streamlab.grading", lab.id, "--notebooks", str(labs_dir),
-            "--json", str(json_path)]
+    base = [
+        sys.executable,
+        "-m",
+        "streamlab.grading",
+        lab.id,
+        "--notebooks",
+        str(labs_dir),
+        "--json",
+        str(json_path),
+    ]
     if len(wanted) < len(lab.exercises):
         base += [arg for exercise in wanted for arg in ("--exercise", exercise)]
     result = _grade(base)
@@ -268,8 +308,14 @@ def _run_grader(lab: registry.Lab, labs_dir: Path, wanted: list[str],
 
 
 def _grade(command: list[str]) -> subprocess.CompletedProcess:
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = process.communicate()
     except BaseException:

@@ -1,6 +1,6 @@
 """The pytest plugin behind ``nox -s check``.
 
-Checks live in ``checks/test_lab<ID>.py`` and are plain pytest tests marked with the
+Checks live in ``checks/test_<ID>_<slug>.py`` (``test_04_transform_with_state.py``) and are plain pytest tests marked with the
 exercise they grade::
 
     from streamlab.grading import exercise
@@ -21,6 +21,7 @@ and each verdict as soon as it is known.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -29,32 +30,45 @@ import pytest
 
 from streamlab import registry
 from streamlab.grading import events
-from streamlab.grading.loader import (CellProblem, LoadedNotebook, NotebookUnreadable,
-                                      load_notebook)
+from streamlab.grading.loader import CellProblem, LoadedNotebook, NotebookUnreadable, load_notebook
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT, time_limit
-from streamlab.grading.verdict import CellFailed, CheckResult, verdict_for
+from streamlab.grading.verdict import FAILED, CellFailed, CheckResult, verdict_for
 from streamlab.paths import REPO_ROOT
 from streamlab.spark_fixtures import checkpoint_dir, pytest_unconfigure, spark  # noqa: F401
 
-_LAB_FILE = re.compile(r"test_lab(\d+)\.py$")
+_LAB_FILE = re.compile(r"test_(\d+)_\w+\.py$")
 
 
-def exercise(exercise_id: str, *, timeout: float = DEFAULT_TIMEOUT):
-    """Mark a check as grading ``exercise_id``, with a time limit in seconds."""
-    return pytest.mark.exercise(exercise_id, timeout=timeout)
+def exercise(exercise_id: str, *, timeout: float = DEFAULT_TIMEOUT, hint: str = ""):
+    """Mark a check as grading ``exercise_id``, with a time limit in seconds.
+
+    ``hint`` is shown when this check fails, instead of the exercise's first hint: say what
+    the failure usually means, never the solution's code.
+    """
+    return pytest.mark.exercise(exercise_id, timeout=timeout, hint=hint)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("streamlab", "course grading")
-    group.addoption("--notebooks", default="labs",
-                    help="folder whose notebooks are graded: labs (default) or solutions")
-    group.addoption("--max-check-seconds", type=float, default=None,
-                    help="cap every check's time limit, and set every cell's (for testing "
-                         "the grader itself)")
-    group.addoption("--exercise", action="append", default=[],
-                    help="grade only this exercise (repeatable)")
-    group.addoption("--grading-plan", default=None,
-                    help="JSON: checks already graded and cells not to run again")
+    group.addoption(
+        "--notebooks",
+        default="labs",
+        help="folder whose notebooks are graded: labs (default) or solutions",
+    )
+    group.addoption(
+        "--max-check-seconds",
+        type=float,
+        default=None,
+        help="cap every check's time limit, and set every cell's (for testing the grader itself)",
+    )
+    group.addoption(
+        "--exercise", action="append", default=[], help="grade only this exercise (repeatable)"
+    )
+    group.addoption(
+        "--grading-plan",
+        default=None,
+        help="JSON: checks already graded and cells not to run again",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,8 +94,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep, drop = [], []
     for item in items:
         exercise_id = _exercise_marker(item).args[0]
-        skipped = ((wanted and exercise_id not in wanted) or item.nodeid in done
-                   or f"{lab_of(item)}:{exercise_id}" in given_up)
+        skipped = (
+            (wanted and exercise_id not in wanted)
+            or item.nodeid in done
+            or f"{lab_of(item)}:{exercise_id}" in given_up
+        )
         (drop if skipped else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -96,7 +113,7 @@ def results(config: pytest.Config) -> list[CheckResult]:
 def lab_of(item: pytest.Item) -> str:
     match = _LAB_FILE.search(str(item.path))
     if not match:
-        raise pytest.UsageError(f"{item.path.name}: check files are named test_lab<ID>.py")
+        raise pytest.UsageError(f"{item.path.name}: check files are named test_<ID>_<slug>.py")
     return match.group(1)
 
 
@@ -130,8 +147,11 @@ def _notebook_for(item: pytest.Item) -> LoadedNotebook:
         try:
             cache[lab.id] = load_notebook(
                 lab.notebook(notebooks_dir(item.config)),
-                expected=[e.id for e in lab.exercises], skip=skip, on_cell=on_cell,
-                cell_time_limit=item.config.getoption("max_check_seconds") or CELL_TIME_LIMIT)
+                expected=[e.id for e in lab.exercises],
+                skip=skip,
+                on_cell=on_cell,
+                cell_time_limit=item.config.getoption("max_check_seconds") or CELL_TIME_LIMIT,
+            )
         except NotebookUnreadable as error:
             cache[lab.id] = error
             events.emit("lab-error", lab=lab.id, message=str(error))
@@ -147,16 +167,20 @@ def _notebook_for(item: pytest.Item) -> LoadedNotebook:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Before any fixture: a check whose cells did not run stops here, without starting Spark.
     exercise_id = _exercise_marker(item).args[0]
-    events.emit("phase", lab=lab_of(item), exercise=exercise_id, check=item.nodeid,
-                phase="setup")
+    events.emit("phase", lab=lab_of(item), exercise=exercise_id, check=item.nodeid, phase="setup")
     problem = _notebook_for(item).problem_for(exercise_id)
     if problem:
         raise CellFailed(problem)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
-    events.emit("phase", lab=lab_of(item), exercise=_exercise_marker(item).args[0],
-                check=item.nodeid, phase="teardown")
+    events.emit(
+        "phase",
+        lab=lab_of(item),
+        exercise=_exercise_marker(item).args[0],
+        check=item.nodeid,
+        phase="teardown",
+    )
 
 
 @pytest.fixture
@@ -169,8 +193,14 @@ def nb(request: pytest.FixtureRequest) -> LoadedNotebook:
 def pytest_runtest_call(item: pytest.Item):
     marker = _exercise_marker(item)
     limit = _cap(item.config, marker.kwargs.get("timeout", DEFAULT_TIMEOUT))
-    events.emit("phase", lab=lab_of(item), exercise=marker.args[0], check=item.nodeid,
-                phase="call", limit=limit)
+    events.emit(
+        "phase",
+        lab=lab_of(item),
+        exercise=marker.args[0],
+        check=item.nodeid,
+        phase="call",
+        limit=limit,
+    )
     with time_limit(limit) as running:
         try:
             return (yield)
@@ -189,9 +219,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         error = call.excinfo.value if call.excinfo else None
         exercise_id = _exercise_marker(item).args[0]
         verdict = verdict_for(error, exercise_id)
+        check_hint = _exercise_marker(item).kwargs.get("hint", "")
+        if verdict.status == FAILED and check_hint and not verdict.hint:
+            verdict = dataclasses.replace(verdict, hint=check_hint)
         results(item.config).append(CheckResult(lab_of(item), exercise_id, item.name, verdict))
-        events.emit("result", lab=lab_of(item), exercise=exercise_id, check=item.nodeid,
-                    status=verdict.status, message=verdict.message)
+        events.emit(
+            "result",
+            lab=lab_of(item),
+            exercise=exercise_id,
+            check=item.nodeid,
+            status=verdict.status,
+            message=verdict.message,
+            expected=verdict.expected,
+            actual=verdict.actual,
+            hint=verdict.hint,
+        )
         if verdict.message:
             report.sections.append(("grade", verdict.message))
     return report

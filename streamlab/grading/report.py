@@ -20,6 +20,7 @@ With ``--exercise``, a lab lists only the exercises graded.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -28,19 +29,23 @@ from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 
-from streamlab.grading.verdict import (FAILED, NOT_STARTED, PASSED, CheckResult, Verdict,
-                                       combine)
+from streamlab.grading.verdict import FAILED, NOT_STARTED, PASSED, CheckResult, Verdict, combine
 from streamlab.registry import Lab
 
 _SYMBOL = {PASSED: "✓", FAILED: "✗", NOT_STARTED: "○"}
 _WORD = {PASSED: "passed", FAILED: "failed", NOT_STARTED: "not started"}
 
 
-def grade(labs: list[Lab], results: list[CheckResult], *,
-          lab_errors: Mapping[str, str] | None = None,
-          cells: Mapping[str, Mapping[str, int]] | None = None,
-          exercises: set[str] | None = None, notebooks: str = "labs",
-          earlier: dict | None = None) -> dict:
+def grade(
+    labs: list[Lab],
+    results: list[CheckResult],
+    *,
+    lab_errors: Mapping[str, str] | None = None,
+    cells: Mapping[str, Mapping[str, int]] | None = None,
+    exercises: set[str] | None = None,
+    notebooks: str = "labs",
+    earlier: dict | None = None,
+) -> dict:
     """The grade in the shape of ``build/grade.json``.
 
     ``exercises`` limits the grade to those exercises (the others are left out);
@@ -65,21 +70,43 @@ def grade(labs: list[Lab], results: list[CheckResult], *,
             cell = cells.get(lab.id, {}).get(e.id)
             if verdict.status == FAILED and cell and "cell" not in verdict.message.lower():
                 # Say where the learner's code is, when the sentence does not.
-                verdict = Verdict(FAILED, f"Cell {cell}: {verdict.message}")
-            rows.append({"id": e.id, "title": e.title, "cell": cell, **_fields(verdict),
-                         "hint": e.hint})
-        entries.append({"id": lab.id, "title": lab.title,
-                        "status": "error" if error else "graded", "message": error,
-                        "exercises": rows})
-    graded = {"status": "graded", "notebooks": notebooks, "labs": entries,
-              "earlier_labs": _carried(entries, notebooks, earlier)}
+                verdict = dataclasses.replace(verdict, message=f"Cell {cell}: {verdict.message}")
+            rows.append(
+                {
+                    "id": e.id,
+                    "title": e.title,
+                    "cell": cell,
+                    **_fields(verdict),
+                    "hint": verdict.hint or e.hint,
+                }
+            )
+        entries.append(
+            {
+                "id": lab.id,
+                "title": lab.title,
+                "status": "error" if error else "graded",
+                "message": error,
+                "exercises": rows,
+            }
+        )
+    graded = {
+        "status": "graded",
+        "notebooks": notebooks,
+        "labs": entries,
+        "earlier_labs": _carried(entries, notebooks, earlier),
+    }
     graded["progress"] = _progress(graded)
     graded["complete"] = all(e["status"] == PASSED for lab in entries for e in lab["exercises"])
     return graded
 
 
 def _fields(verdict: Verdict) -> dict:
-    return {"status": verdict.status, "message": verdict.message}
+    return {
+        "status": verdict.status,
+        "message": verdict.message,
+        "expected": verdict.expected,
+        "actual": verdict.actual,
+    }
 
 
 def _carried(entries: list[dict], notebooks: str, earlier: dict | None) -> list[dict]:
@@ -103,15 +130,37 @@ def _progress(graded: dict) -> dict:
     rows, upcoming = [], None
     for lab, old in labs:
         exercises = lab.get("exercises", [])
-        rows.append({"id": lab["id"], "earlier": old, "total": len(exercises),
-                     "passed": sum(e.get("status") == PASSED for e in exercises)})
+        rows.append(
+            {
+                "id": lab["id"],
+                "earlier": old,
+                "total": len(exercises),
+                "passed": sum(e.get("status") == PASSED for e in exercises),
+            }
+        )
         if upcoming is None:
-            upcoming = next(({"lab": lab["id"], "id": e.get("id"), "title": e.get("title", ""),
-                              "status": e.get("status"), "hint": e.get("hint", "")}
-                             for e in exercises if e.get("status") != PASSED), None)
-    return {**tally, "total": sum(tally.values()), "labs": rows, "next": upcoming,
-            "course_passed": sum(r["passed"] for r in rows),
-            "course_total": sum(r["total"] for r in rows)}
+            upcoming = next(
+                (
+                    {
+                        "lab": lab["id"],
+                        "id": e.get("id"),
+                        "title": e.get("title", ""),
+                        "status": e.get("status"),
+                        "hint": e.get("hint", ""),
+                    }
+                    for e in exercises
+                    if e.get("status") != PASSED
+                ),
+                None,
+            )
+    return {
+        **tally,
+        "total": sum(tally.values()),
+        "labs": rows,
+        "next": upcoming,
+        "course_passed": sum(r["passed"] for r in rows),
+        "course_total": sum(r["total"] for r in rows),
+    }
 
 
 def counts(graded: dict) -> dict[str, int]:
@@ -144,6 +193,7 @@ def render(graded: dict, width: int = 88) -> str:
             lines.append(f"{head:<{width - 12}} {_WORD[status]}")
             if status == FAILED and exercise["message"] != lab.get("message"):
                 lines.extend(wrap.wrap(exercise["message"]))
+                lines.extend(_compared(exercise))
                 lines.extend(wrap.wrap(f"Hint: {exercise['hint']}"))
         lines.append("")
     for unsaved in graded.get("unsaved", []):
@@ -151,10 +201,14 @@ def render(graded: dict, width: int = 88) -> str:
         lines.append("")
     progress = graded.get("progress") or _progress(graded)
     if len(progress["labs"]) > 1:
-        per_lab = ", ".join(f"{r['id']} {r['passed']}/{r['total']}" + ("*" if r["earlier"] else "")
-                            for r in progress["labs"])
-        lines.append(f"Course progress: {progress['course_passed']} of "
-                     f"{progress['course_total']} exercises passed (lab {per_lab}).")
+        per_lab = ", ".join(
+            f"{r['id']} {r['passed']}/{r['total']}" + ("*" if r["earlier"] else "")
+            for r in progress["labs"]
+        )
+        lines.append(
+            f"Course progress: {progress['course_passed']} of "
+            f"{progress['course_total']} exercises passed (lab {per_lab})."
+        )
         if any(r["earlier"] for r in progress["labs"]):
             lines.append("  * from an earlier run of `nox -s check`")
     upcoming = progress["next"]
@@ -169,6 +223,25 @@ def render(graded: dict, width: int = 88) -> str:
     lines.append("")
     lines.append(summary(counts(graded)))
     return "\n".join(lines)
+
+
+#: Lines of expected or actual output shown in the terminal; grade.json keeps them all.
+SHOWN_LINES = 12
+
+
+def _compared(exercise: dict) -> list[str]:
+    """Expected against actual, indented, each cut to ``SHOWN_LINES`` lines."""
+    lines: list[str] = []
+    for label, key in (("expected", "expected"), ("your code", "actual")):
+        text = exercise.get(key) or ""
+        if not text:
+            continue
+        body = text.splitlines() or [""]
+        lines.append(f"{' ' * 9}{label}:")
+        lines.extend(f"{' ' * 11}{line}" for line in body[:SHOWN_LINES])
+        if len(body) > SHOWN_LINES:
+            lines.append(f"{' ' * 11}... {len(body) - SHOWN_LINES} more lines in build/grade.json")
+    return lines
 
 
 def read_json(path: Path) -> dict | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -38,8 +39,10 @@ TEARDOWN_LIMIT = 60.0
 #: Anything the course itself does between checks (starting pytest, stopping Spark).
 IDLE_LIMIT = 180.0
 #: Where a bug in the course is reported.
-REPORT_BUGS = ("a bug in the course, not in your code: please report it on the course's "
-               "issue tracker with build/grade.log attached")
+REPORT_BUGS = (
+    "a bug in the course, not in your code: please report it on the course's "
+    "issue tracker with build/grade.log attached"
+)
 
 
 @dataclass
@@ -71,30 +74,48 @@ class _Plan:
     given_up: set[tuple[str, str]] = field(default_factory=set)
 
     def write(self, path: Path) -> None:
-        path.write_text(json.dumps({
-            "done": sorted(self.done),
-            "given_up": sorted(f"{lab}:{exercise}" for lab, exercise in self.given_up),
-            "cells": {lab: {str(n): problem for n, problem in cells.items()}
-                      for lab, cells in self.cells.items()},
-        }))
+        path.write_text(
+            json.dumps(
+                {
+                    "done": sorted(self.done),
+                    "given_up": sorted(f"{lab}:{exercise}" for lab, exercise in self.given_up),
+                    "cells": {
+                        lab: {str(n): problem for n, problem in cells.items()}
+                        for lab, cells in self.cells.items()
+                    },
+                }
+            )
+        )
 
 
-def run(labs: Sequence[Lab], notebooks: str, *, exercises: Sequence[str] = (),
-        max_check_seconds: float | None = None, log_path: Path) -> Outcome:
+def run(
+    labs: Sequence[Lab],
+    notebooks: str,
+    *,
+    exercises: Sequence[str] = (),
+    max_check_seconds: float | None = None,
+    log_path: Path,
+) -> Outcome:
     """Grade ``labs`` in as many children as it takes; never raises for the learner's code."""
     outcome, plan = Outcome(), _Plan()
     cap = max_check_seconds
     cell_limit = cap or CELL_TIME_LIMIT
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="streamlab-grading-") as scratch, \
-            open(log_path, "wb") as log:
+    with (
+        tempfile.TemporaryDirectory(prefix="streamlab-grading-") as scratch,
+        open(log_path, "wb") as log,
+    ):
         plan_path = Path(scratch) / "plan.json"
         # Each child either finishes or is blamed on one more cell or check, so this many
         # children are enough; the bound only guards against a course bug that loops.
         for _ in range(200):
             plan.write(plan_path)
             args = [str(lab.check_file) for lab in labs] + [
-                "--notebooks", notebooks, "--grading-plan", str(plan_path)]
+                "--notebooks",
+                notebooks,
+                "--grading-plan",
+                str(plan_path),
+            ]
             args += [arg for e in exercises for arg in ("--exercise", e)]
             if cap:
                 args += ["--max-check-seconds", str(cap)]
@@ -106,22 +127,32 @@ def run(labs: Sequence[Lab], notebooks: str, *, exercises: Sequence[str] = (),
         stopped = "stopped answering" if code is None else f"ended with exit code {code}"
         for lab in labs:
             if not any(r.lab == lab.id for r in outcome.results):
-                outcome.lab_errors.setdefault(lab.id, (
-                    f"Lab {lab.id} could not be graded: the process that runs its checks "
-                    f"{stopped} before it reached them. This is {REPORT_BUGS}."))
+                outcome.lab_errors.setdefault(
+                    lab.id,
+                    (
+                        f"Lab {lab.id} could not be graded: the process that runs its checks "
+                        f"{stopped} before it reached them. This is {REPORT_BUGS}."
+                    ),
+                )
         return outcome
 
 
-def _run_child(args: list[str], outcome: Outcome, plan: _Plan, log, cell_limit: float,
-               cap: float | None) -> tuple[bool, _Activity, int | None]:
+def _run_child(
+    args: list[str], outcome: Outcome, plan: _Plan, log, cell_limit: float, cap: float | None
+) -> tuple[bool, _Activity, int | None]:
     """Run one child to its end. Returns (finished normally, last activity, exit code)."""
     read_fd, write_fd = os.pipe()
     env = {**os.environ, FD_VARIABLE: str(write_fd), "PYTHONUNBUFFERED": "1"}
     child = subprocess.Popen(
         [sys.executable, "-m", "streamlab.grading.child", *args],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, pass_fds=(write_fd,),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        env=env,
+        pass_fds=(write_fd,),
         # Its own process group, so that killing it takes its JVM and Python workers along.
-        start_new_session=True)
+        start_new_session=True,
+    )
     os.close(write_fd)
     activity = _Activity("idle", time.monotonic() + IDLE_LIMIT, IDLE_LIMIT)
     finished = False
@@ -166,30 +197,58 @@ def _run_child(args: list[str], outcome: Outcome, plan: _Plan, log, cell_limit: 
         _kill(child)
 
 
-def _follow(event: dict, activity: _Activity, outcome: Outcome, plan: _Plan,
-            cell_limit: float, cap: float | None) -> _Activity:
+def _follow(
+    event: dict,
+    activity: _Activity,
+    outcome: Outcome,
+    plan: _Plan,
+    cell_limit: float,
+    cap: float | None,
+) -> _Activity:
     """The activity after ``event``; records verdicts and lab errors as they come."""
     now = time.monotonic()
     kind, lab = event.get("event"), event.get("lab")
     if kind == "cell" and event.get("cell"):
         limit = cell_limit + GRACE
-        return _Activity("cell", now + limit, cell_limit, lab, event.get("exercise"),
-                         event["cell"], activity.check)
+        return _Activity(
+            "cell",
+            now + limit,
+            cell_limit,
+            lab,
+            event.get("exercise"),
+            event["cell"],
+            activity.check,
+        )
     if kind == "cell":  # the cell finished: back to the check's setup
-        return _Activity("setup", now + SETUP_LIMIT, SETUP_LIMIT, lab, activity.exercise,
-                         check=activity.check)
+        return _Activity(
+            "setup", now + SETUP_LIMIT, SETUP_LIMIT, lab, activity.exercise, check=activity.check
+        )
     if kind == "cells":
         outcome.cells[lab] = event.get("cells", {})
     if kind == "phase":
         phase = event["phase"]
         limit = {"setup": SETUP_LIMIT, "teardown": TEARDOWN_LIMIT}.get(
-            phase, event.get("limit") or (min(DEFAULT_TIMEOUT, cap) if cap else DEFAULT_TIMEOUT))
+            phase, event.get("limit") or (min(DEFAULT_TIMEOUT, cap) if cap else DEFAULT_TIMEOUT)
+        )
         grace = GRACE + 0.1 * limit if phase == "call" else 0
-        return _Activity(phase, now + limit + grace, limit, lab, event.get("exercise"),
-                         check=event.get("check"))
+        return _Activity(
+            phase, now + limit + grace, limit, lab, event.get("exercise"), check=event.get("check")
+        )
     if kind == "result":
-        outcome.results.append(CheckResult(lab, event["exercise"], _name(event["check"]),
-                                           Verdict(event["status"], event["message"])))
+        outcome.results.append(
+            CheckResult(
+                lab,
+                event["exercise"],
+                _name(event["check"]),
+                Verdict(
+                    event["status"],
+                    event["message"],
+                    event.get("expected", ""),
+                    event.get("actual", ""),
+                    event.get("hint", ""),
+                ),
+            )
+        )
         plan.done.add(event["check"])
     if kind == "lab-error":
         outcome.lab_errors[lab] = event["message"]
@@ -198,7 +257,8 @@ def _follow(event: dict, activity: _Activity, outcome: Outcome, plan: _Plan,
         if broken_lab:
             outcome.lab_errors[broken_lab] = (
                 f"Lab {broken_lab} could not be graded: its checks do not load "
-                f"({event.get('message')}). This is {REPORT_BUGS}.")
+                f"({event.get('message')}). This is {REPORT_BUGS}."
+            )
     if kind == "done":
         return _Activity("idle", now + IDLE_LIMIT, IDLE_LIMIT)
     if kind in ("result", "lab-error", "broken", "cells"):
@@ -212,29 +272,47 @@ def _blame(activity: _Activity, code: int | None, outcome: Outcome, plan: _Plan)
     cell = outcome.cells.get(activity.lab or "", {}).get(activity.exercise or "")
     in_cell = f" (your code is in cell {cell})" if cell else ""
     if activity.kind == "cell":
-        detail = (f"{how}: is there an endless loop at the top level of the cell, or a call "
-                  "that never returns?" if code is None else
-                  f"{how}: does the cell call os._exit(), or end its own process?")
-        problem = {"exercise": activity.exercise, "cell_number": activity.cell,
-                   "kind": "crash", "detail": detail}
+        detail = (
+            f"{how}: is there an endless loop at the top level of the cell, or a call "
+            "that never returns?"
+            if code is None
+            else f"{how}: does the cell call os._exit(), or end its own process?"
+        )
+        problem = {
+            "exercise": activity.exercise,
+            "cell_number": activity.cell,
+            "kind": "crash",
+            "detail": detail,
+        }
         plan.cells.setdefault(activity.lab, {})[activity.cell] = problem
         return True
     if activity.kind in ("setup", "call", "teardown") and activity.check:
         if code is None and activity.kind == "call":
-            sentence = (f"The check {how}: is there an endless loop, a call that never "
-                        "returns (a loop inside a library, a query nobody stops), or a "
-                        f"deadlock?{in_cell}")
+            sentence = (
+                f"The check {how}: is there an endless loop, a call that never "
+                "returns (a loop inside a library, a query nobody stops), or a "
+                f"deadlock?{in_cell}"
+            )
         elif code is None and activity.kind == "teardown":
-            sentence = (f"Stopping the queries this check started {how}: does your code "
-                        f"start a query that ignores stop()?{in_cell}")
+            sentence = (
+                f"Stopping the queries this check started {how}: does your code "
+                f"start a query that ignores stop()?{in_cell}"
+            )
         elif code is None:
-            sentence = (f"Preparing this check (loading the notebook, starting Spark) {how}. "
-                        f"If your cells are quick, this is {REPORT_BUGS}.")
+            sentence = (
+                f"Preparing this check (loading the notebook, starting Spark) {how}. "
+                f"If your cells are quick, this is {REPORT_BUGS}."
+            )
         else:
-            sentence = (f"Your code {how} during the check: does it call os._exit(), or end "
-                        f"its own process?{in_cell}")
-        outcome.results.append(CheckResult(activity.lab, activity.exercise,
-                                           _name(activity.check), Verdict(FAILED, sentence)))
+            sentence = (
+                f"Your code {how} during the check: does it call os._exit(), or end "
+                f"its own process?{in_cell}"
+            )
+        outcome.results.append(
+            CheckResult(
+                activity.lab, activity.exercise, _name(activity.check), Verdict(FAILED, sentence)
+            )
+        )
         plan.done.add(activity.check)
         plan.given_up.add((activity.lab, activity.exercise))
         return True
@@ -243,8 +321,9 @@ def _blame(activity: _Activity, code: int | None, outcome: Outcome, plan: _Plan)
 
 def _how(code: int | None, limit: float | None = None) -> str:
     if code is None:
-        return (f"did not finish within {limit:g} s and was stopped" if limit
-                else "stopped answering")
+        return (
+            f"did not finish within {limit:g} s and was stopped" if limit else "stopped answering"
+        )
     if code < 0:
         try:
             name = signal.Signals(-code).name
@@ -281,5 +360,5 @@ def _name(nodeid: str) -> str:
 
 
 def _lab_of(nodeid: str) -> str | None:
-    stem = Path(nodeid.partition("::")[0]).stem
-    return stem.removeprefix("test_lab") if stem.startswith("test_lab") else None
+    match = re.fullmatch(r"test_(\d+)_\w+", Path(nodeid.partition("::")[0]).stem)
+    return match.group(1) if match else None

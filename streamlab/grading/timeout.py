@@ -7,7 +7,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-
 #: How long one cell may take to define its functions and classes.
 CELL_TIME_LIMIT = 30.0
 #: Time limit of one check unless its marker says otherwise.

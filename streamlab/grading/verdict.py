@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from streamlab.grading.expect import CheckFailed
 from streamlab.grading.timeout import CheckTimeout
 
 if TYPE_CHECKING:
@@ -32,6 +32,11 @@ class CellFailed(Exception):
 class Verdict:
     status: str
     message: str
+    #: What the failed check expected and what the code did, in full (``expect.CheckFailed``).
+    expected: str = ""
+    actual: str = ""
+    #: The failed check's own hint, shown instead of the exercise's first tier.
+    hint: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,23 +80,41 @@ def verdict_for(error: BaseException | None, exercise: str) -> Verdict:
         return Verdict(FAILED, _shorten(str(error)))
     if isinstance(error, SystemExit):
         where = describe_error(error, "<").partition(" (")[2].rstrip(")")
-        return Verdict(FAILED, _shorten(
-            f"Your code called sys.exit({error.code!r})" + (f" ({where})" if where else "")
-            + ": a function should return its result, not end the program."))
+        return Verdict(
+            FAILED,
+            _shorten(
+                f"Your code called sys.exit({error.code!r})"
+                + (f" ({where})" if where else "")
+                + ": a function should return its result, not end the program."
+            ),
+        )
     stub = _not_done(error)
     if stub == exercise:
         return Verdict(NOT_STARTED, f"Exercise {exercise} is not done yet.")
     if stub:
-        return Verdict(FAILED, f"This check uses your code from exercise {stub}, which is not "
-                               f"done yet: finish exercise {stub} first.")
+        return Verdict(
+            FAILED,
+            f"This check uses your code from exercise {stub}, which is not "
+            f"done yet: finish exercise {stub} first.",
+        )
     if isinstance(error, MissingName):
-        return Verdict(FAILED, (
-            f"`{error.name}` is not defined in the notebook's exercise cells. Did you rename "
-            f"it, or write it in a cell that is not tagged exercise-{exercise}?"))
+        return Verdict(
+            FAILED,
+            (
+                f"`{error.name}` is not defined in the notebook's exercise cells. Did you rename "
+                f"it, or write it in a cell that is not tagged exercise-{exercise}?"
+            ),
+        )
+    if isinstance(error, CheckFailed):
+        return Verdict(FAILED, error.message.strip(), error.expected, error.actual, error.hint)
     if isinstance(error, CheckTimeout):
-        return Verdict(FAILED, (
-            f"The check {error}. Is there an endless loop, or a stream that never stops? "
-            "(A stream that should end uses trigger(availableNow=True).)"))
+        return Verdict(
+            FAILED,
+            (
+                f"The check {error}. Is there an endless loop, or a stream that never stops? "
+                "(A stream that should end uses trigger(availableNow=True).)"
+            ),
+        )
     if isinstance(error, AssertionError):
         # Checks phrase their own message; pytest appends its introspection after it.
         text = str(error).split("\nassert ")[0].strip() or "A check's assertion failed."
@@ -108,7 +131,7 @@ def combine(verdicts: list[Verdict]) -> Verdict:
     if all(v.status == NOT_STARTED for v in verdicts):
         return verdicts[0]
     first = next(v for v in verdicts if v.status != PASSED)
-    return Verdict(FAILED, first.message)
+    return Verdict(FAILED, first.message, first.expected, first.actual, first.hint)
 
 
 def query_cause(error: BaseException) -> str:
@@ -119,8 +142,10 @@ def query_cause(error: BaseException) -> str:
     the one a learner can act on.
     """
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    python = [line for line in lines
-              if re.match(r"^[\w.]*(Error|Exception)\b.*:", line)
-              and not line.startswith(("py4j", "pyspark.errors", "org.apache"))]
+    python = [
+        line
+        for line in lines
+        if re.match(r"^[\w.]*(Error|Exception)\b.*:", line)
+        and not line.startswith(("py4j", "pyspark.errors", "org.apache"))
+    ]
     return (python[-1] if python else lines[0] if lines else type(error).__name__)[:300]
-

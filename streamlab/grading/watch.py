@@ -46,8 +46,9 @@ def _stop(signum, frame) -> None:
 class Watcher:
     """Regrades the labs whose notebooks under ``notebooks`` change."""
 
-    def __init__(self, labs: list[registry.Lab], notebooks: Path, json_path: Path,
-                 clear: bool) -> None:
+    def __init__(
+        self, labs: list[registry.Lab], notebooks: Path, json_path: Path, clear: bool
+    ) -> None:
         self.labs = labs
         self.notebooks = notebooks
         self.json_path = json_path
@@ -57,8 +58,9 @@ class Watcher:
 
     def changed(self) -> list[registry.Lab]:
         """The labs whose notebooks changed since last asked, once their saves have settled."""
-        moved = [lab for lab in self.labs
-                 if _stamp(lab.notebook(self.notebooks)) != self.stamps[lab.id]]
+        moved = [
+            lab for lab in self.labs if _stamp(lab.notebook(self.notebooks)) != self.stamps[lab.id]
+        ]
         while moved:
             before = {lab.id: _stamp(lab.notebook(self.notebooks)) for lab in moved}
             time.sleep(SETTLE_SECONDS)
@@ -75,17 +77,30 @@ class Watcher:
         print(f"{datetime.now():%H:%M:%S} {what} ...", flush=True)
         # A session of its own, so that Ctrl-C reaches the watcher, which stops the grader.
         self.grader = subprocess.Popen(
-            [sys.executable, "-m", "streamlab.grading", lab.id,
-             "--notebooks", str(self.notebooks), "--json", str(self.json_path)],
-            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "streamlab.grading",
+                lab.id,
+                "--notebooks",
+                str(self.notebooks),
+                "--json",
+                str(self.json_path),
+            ],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         for line in self.grader.stdout:
             if not line.startswith("Grading "):
                 print(line, end="", flush=True)
         self.grader.wait()
         self.grader = None
-        print(f"\nWatching {self._what()}: save a notebook to regrade it; Ctrl-C stops.",
-              flush=True)
+        print(
+            f"\nWatching {self._what()}: save a notebook to regrade it; Ctrl-C stops.", flush=True
+        )
 
     def _what(self) -> str:
         if len(self.labs) == 1:
@@ -101,8 +116,9 @@ class Watcher:
             for lab in self.labs:
                 self.grade(lab, f"grading lab {lab.id}")
         else:
-            print(f"Watching {self._what()}: save a notebook to grade it; Ctrl-C stops.",
-                  flush=True)
+            print(
+                f"Watching {self._what()}: save a notebook to grade it; Ctrl-C stops.", flush=True
+            )
         while True:
             for lab in self.changed():
                 name = lab.notebook(self.notebooks).name
@@ -113,10 +129,14 @@ class Watcher:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nox -s watch --", description=__doc__.split("\n")[0])
     parser.add_argument("labs", nargs="*", help="lab ids to watch, e.g. 04 (default: all)")
-    parser.add_argument("--notebooks", default="labs",
-                        help="folder of notebooks to watch (default: labs)")
-    parser.add_argument("--json", default=str(BUILD_DIR / "grade.json"),
-                        help="where the grader writes the grade as JSON")
+    parser.add_argument(
+        "--notebooks", default="labs", help="folder of notebooks to watch (default: labs)"
+    )
+    parser.add_argument(
+        "--json",
+        default=str(BUILD_DIR / "grade.json"),
+        help="where the grader writes the grade as JSON",
+    )
     args = parser.parse_args(argv)
     try:
         chosen = [registry.lab(i) for i in args.labs] or list(registry.labs())

@@ -11,5 +11,14 @@ from .broker import partition_for_key
 from .server import DEFAULT_EVENTHUBS, connection_string
 from .storage import Policy
 
-__all__ = ["HUB_ENV", "Hub", "HubProcess", "course_connection_string", "start_subprocess", "Policy", "DEFAULT_EVENTHUBS",
-           "connection_string", "partition_for_key"]
+__all__ = [
+    "HUB_ENV",
+    "Hub",
+    "HubProcess",
+    "course_connection_string",
+    "start_subprocess",
+    "Policy",
+    "DEFAULT_EVENTHUBS",
+    "connection_string",
+    "partition_for_key",
+]

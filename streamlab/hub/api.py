@@ -22,8 +22,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Mapping, Sequence
+from typing import IO
 
 from .connection import IDLE_TIMEOUT, OPEN_TIMEOUT
 from .server import DEFAULT_EVENTHUBS, KEY_NAME, KEY_VALUE, HubConfig, HubServer, connection_string
@@ -39,20 +40,34 @@ def _with_entity(conn_str: str, eventhub: str | None) -> str:
 class Hub:
     """The emulator in a background thread of this process."""
 
-    def __init__(self, data_dir: str | os.PathLike | None = None,
-                 eventhubs: Mapping[str, int] | None = None, host: str = "127.0.0.1",
-                 port: int = 0, *, policy: Policy | None = None, key_name: str = KEY_NAME,
-                 key: str = KEY_VALUE, open_timeout: float = OPEN_TIMEOUT,
-                 idle_timeout: float = IDLE_TIMEOUT) -> None:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike | None = None,
+        eventhubs: Mapping[str, int] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        policy: Policy | None = None,
+        key_name: str = KEY_NAME,
+        key: str = KEY_VALUE,
+        open_timeout: float = OPEN_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
+    ) -> None:
         """``key_name``/``key``: the shared access policy tokens must be signed with (the
         connection string carries it); ``open_timeout``: seconds a client has to send its
         AMQP open; ``idle_timeout``: seconds of silence after which a connection is closed
         (advertised to clients, which send empty frames well before it)."""
-        self.config = HubConfig(host=host, port=port,
-                                data_dir=Path(data_dir) if data_dir is not None else None,
-                                eventhubs=dict(eventhubs or DEFAULT_EVENTHUBS),
-                                policy=policy or Policy(), key_name=key_name, key=key,
-                                open_timeout=open_timeout, idle_timeout=idle_timeout)
+        self.config = HubConfig(
+            host=host,
+            port=port,
+            data_dir=Path(data_dir) if data_dir is not None else None,
+            eventhubs=dict(eventhubs or DEFAULT_EVENTHUBS),
+            policy=policy or Policy(),
+            key_name=key_name,
+            key=key,
+            open_timeout=open_timeout,
+            idle_timeout=idle_timeout,
+        )
         self._server: HubServer | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -65,8 +80,9 @@ class Hub:
     def connection_string(self) -> str:
         if self.port is None:
             raise RuntimeError("the hub is not running; call start() first")
-        return connection_string(self.config.host, self.port, None, self.config.key_name,
-                                 self.config.key)
+        return connection_string(
+            self.config.host, self.port, None, self.config.key_name, self.config.key
+        )
 
     def connection_string_for(self, eventhub: str) -> str:
         """The connection string with ``EntityPath`` set to one event hub."""
@@ -94,7 +110,7 @@ class Hub:
             self._server = HubServer(self.config)
             try:
                 await self._server.start()
-            except BaseException as exc:  # noqa: BLE001 - reported to start()'s caller
+            except BaseException as exc:
                 self._error = exc
                 self._ready.set()
                 return
@@ -118,7 +134,7 @@ class Hub:
         self._thread = None
         self.port = None
 
-    def __enter__(self) -> "Hub":
+    def __enter__(self) -> Hub:
         self.start()
         return self
 
@@ -129,8 +145,9 @@ class Hub:
 class HubProcess:
     """A handle on an emulator running as a subprocess."""
 
-    def __init__(self, popen: subprocess.Popen, connection_string: str,
-                 output: collections.deque) -> None:
+    def __init__(
+        self, popen: subprocess.Popen, connection_string: str, output: collections.deque
+    ) -> None:
         self.popen, self.connection_string, self._output = popen, connection_string, output
 
     @property
@@ -170,17 +187,22 @@ class HubProcess:
             self.kill()
             return self.popen.wait(timeout)
 
-    def __enter__(self) -> "HubProcess":
+    def __enter__(self) -> HubProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-def start_subprocess(data_dir: str | os.PathLike | None = None,
-                     eventhubs: Mapping[str, int] | None = None, host: str = "127.0.0.1",
-                     port: int = 0, *, extra_args: Sequence[str] = (),
-                     timeout: float = 30.0) -> HubProcess:
+def start_subprocess(
+    data_dir: str | os.PathLike | None = None,
+    eventhubs: Mapping[str, int] | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    extra_args: Sequence[str] = (),
+    timeout: float = 30.0,
+) -> HubProcess:
     """Run ``python -m streamlab.hub`` and wait for its connection-string line."""
     args = [sys.executable, "-m", "streamlab.hub", "--host", host, "--port", str(port)]
     for name, count in (eventhubs or DEFAULT_EVENTHUBS).items():
@@ -190,14 +212,20 @@ def start_subprocess(data_dir: str | os.PathLike | None = None,
     args += list(extra_args)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+        p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p
+    )
     env["PYTHONUNBUFFERED"] = "1"
-    popen = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, env=env)
+    popen = subprocess.Popen(
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     output: collections.deque = collections.deque(maxlen=200)
     lines: queue.Queue = queue.Queue()
-    threading.Thread(target=_pump_output, args=(popen.stdout, output, lines),
-                     daemon=True).start()
+    threading.Thread(target=_pump_output, args=(popen.stdout, output, lines), daemon=True).start()
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -207,13 +235,15 @@ def start_subprocess(data_dir: str | os.PathLike | None = None,
         if line is not None and line.startswith("Endpoint=sb://"):
             return HubProcess(popen, line.strip(), output)
         if line is None and popen.poll() is not None and lines.empty():
-            raise RuntimeError(f"streamlab-hub exited with code {popen.returncode}:\n"
-                               + "".join(output))
+            raise RuntimeError(
+                f"streamlab-hub exited with code {popen.returncode}:\n" + "".join(output)
+            )
         if time.monotonic() > deadline:
             popen.kill()
             popen.wait()
-            raise TimeoutError("streamlab-hub did not print its connection string:\n"
-                               + "".join(output))
+            raise TimeoutError(
+                "streamlab-hub did not print its connection string:\n" + "".join(output)
+            )
 
 
 def _pump_output(stream: IO[str], output: collections.deque, lines: queue.Queue) -> None:

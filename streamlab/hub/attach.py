@@ -13,15 +13,23 @@ an exception at once instead of waiting for a timeout.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import frames, message
 from .auth import TokenError, check_token, resource_path
-from .broker import NOT_FOUND, Broker, BrokerError, LINK_STOLEN, parse_address
+from .broker import LINK_STOLEN, NOT_FOUND, Broker, BrokerError, parse_address
 from .codec import DecodeError, Described
 from .links import (
-    MAX_MESSAGE_SIZE, REQUEST_NODES, RUNTIME_METRIC, ConsumerLink, InboundLink, Link,
-    OutboundLink, ReplyLink, echo,
+    MAX_MESSAGE_SIZE,
+    REQUEST_NODES,
+    RUNTIME_METRIC,
+    ConsumerLink,
+    InboundLink,
+    Link,
+    OutboundLink,
+    ReplyLink,
+    echo,
 )
 
 if TYPE_CHECKING:
@@ -52,12 +60,13 @@ def _selector(source: Any) -> str | None:
     return None
 
 
-def attach(conn: "Connection", session: "Session", perf: frames.Performative) -> None:
+def attach(conn: Connection, session: Session, perf: frames.Performative) -> None:
     """Handle an attach from the client."""
     remote_handle = perf.get(1)
     if remote_handle is None or remote_handle in session.links:
-        raise frames.ProtocolError("amqp:session:handle-in-use",
-                                   f"handle {remote_handle} is in use")
+        raise frames.ProtocolError(
+            "amqp:session:handle-in-use", f"handle {remote_handle} is in use"
+        )
     name, client_receives = str(perf.get(0, "")), bool(perf.get(2, False))
     raw_source = perf.raw[5] if len(perf.raw) > 5 else None
     raw_target = perf.raw[6] if len(perf.raw) > 6 else None
@@ -72,46 +81,77 @@ def attach(conn: "Connection", session: "Session", perf: frames.Performative) ->
             link = _inbound(conn.broker, session, perf, name, handle, address)
     except BrokerError as exc:
         # Null terminus on our side, then the error: the SDK raises it immediately.
-        session.send(frames.attach_frame(
-            session.channel, name, handle, not client_receives,
-            None if client_receives else echo(raw_source),
-            echo(raw_target) if client_receives else None, None, None))
-        session.send(frames.detach_frame(session.channel, handle, True,
-                                         frames.error(exc.condition, exc.description)))
+        session.send(
+            frames.attach_frame(
+                session.channel,
+                name,
+                handle,
+                not client_receives,
+                None if client_receives else echo(raw_source),
+                echo(raw_target) if client_receives else None,
+                None,
+                None,
+            )
+        )
+        session.send(
+            frames.detach_frame(
+                session.channel, handle, True, frames.error(exc.condition, exc.description)
+            )
+        )
         dead = Link(session, name, handle, remote_handle, address)
         dead.closed = True
         session.links[remote_handle] = dead  # ignore its frames until the client detaches
         return
     session.links[remote_handle] = link
     metrics = isinstance(link, ConsumerLink) and link.metrics is not None
-    session.send(frames.attach_frame(
-        session.channel, name, handle, not client_receives, echo(raw_source), echo(raw_target),
-        0 if client_receives else None, MAX_MESSAGE_SIZE,
-        offered=[RUNTIME_METRIC] if metrics else None))
+    session.send(
+        frames.attach_frame(
+            session.channel,
+            name,
+            handle,
+            not client_receives,
+            echo(raw_source),
+            echo(raw_target),
+            0 if client_receives else None,
+            MAX_MESSAGE_SIZE,
+            offered=[RUNTIME_METRIC] if metrics else None,
+        )
+    )
     if isinstance(link, InboundLink):
         link.grant()
     elif isinstance(link, OutboundLink):
         link.start()
 
 
-def _authorize(conn: "Connection", address: str, claim: str) -> None:
+def _authorize(conn: Connection, address: str, claim: str) -> None:
     """Refuse an attach that no token put on this connection covers."""
     path = resource_path(address)
     if not conn.authorized(path):
-        raise BrokerError(UNAUTHORIZED, f"Unauthorized access. '{claim}' claim(s) are required "
-                          f"to perform this operation. Resource: '{path}'. Put a token for it "
-                          "on $cbs first (the SDK does this from the connection string).")
+        raise BrokerError(
+            UNAUTHORIZED,
+            f"Unauthorized access. '{claim}' claim(s) are required "
+            f"to perform this operation. Resource: '{path}'. Put a token for it "
+            "on $cbs first (the SDK does this from the connection string).",
+        )
 
 
-def _outbound(broker: Broker, session: "Session", perf: frames.Performative, name: str,
-              handle: int, address: str) -> Link:
+def _outbound(
+    broker: Broker,
+    session: Session,
+    perf: frames.Performative,
+    name: str,
+    handle: int,
+    address: str,
+) -> Link:
     remote_handle = perf.get(1)
     if address in REQUEST_NODES:
         return ReplyLink(session, name, handle, remote_handle, address)
     hub, group, partition_id = parse_address(address)
     if group is None or partition_id is None:
-        raise BrokerError(NOT_FOUND, f"cannot receive from '{address}': use "
-                          "<hub>/ConsumerGroups/<group>/Partitions/<id>")
+        raise BrokerError(
+            NOT_FOUND,
+            f"cannot receive from '{address}': use <hub>/ConsumerGroups/<group>/Partitions/<id>",
+        )
     part = broker.partition(hub, partition_id)
     cursor = broker.open_cursor(part, _selector(perf.get(5)))
     desired = perf.get(12) or []
@@ -119,11 +159,24 @@ def _outbound(broker: Broker, session: "Session", perf: frames.Performative, nam
     wants_metrics = RUNTIME_METRIC in [str(d) for d in desired]
     properties = perf.get(13) or {}
     epoch = properties.get(EPOCH) if isinstance(properties, dict) else None
-    link = ConsumerLink(session, name, handle, remote_handle, address, part, cursor,
-                        (lambda: broker.runtime_metrics(part)) if wants_metrics else None)
+    link = ConsumerLink(
+        session,
+        name,
+        handle,
+        remote_handle,
+        address,
+        part,
+        cursor,
+        (lambda: broker.runtime_metrics(part)) if wants_metrics else None,
+    )
     try:
-        broker.claim(part, group, epoch if isinstance(epoch, int) else None, link,
-                     lambda why: link.detach(LINK_STOLEN, why))
+        broker.claim(
+            part,
+            group,
+            epoch if isinstance(epoch, int) else None,
+            link,
+            lambda why: link.detach(LINK_STOLEN, why),
+        )
     except BrokerError:
         link.close()
         raise
@@ -131,8 +184,14 @@ def _outbound(broker: Broker, session: "Session", perf: frames.Performative, nam
     return link
 
 
-def _inbound(broker: Broker, session: "Session", perf: frames.Performative, name: str,
-             handle: int, address: str) -> Link:
+def _inbound(
+    broker: Broker,
+    session: Session,
+    perf: frames.Performative,
+    name: str,
+    handle: int,
+    address: str,
+) -> Link:
     remote_handle = perf.get(1)
     initial = perf.get(9, 0)
     if address in REQUEST_NODES:
@@ -155,6 +214,7 @@ def _publisher(broker: Broker, hub: str, partition_id: str | None) -> Handler:
     def on_message(link: InboundLink, payload: bytes, message_format: int) -> Described:
         broker.publish(hub, partition_id, payload, message_format)
         return frames.accepted()
+
     return on_message
 
 
@@ -168,19 +228,25 @@ def _requests(broker: Broker, node: str) -> Handler:
         if node == "$cbs":
             status, description, body = _cbs(conn, request)
         elif not conn.authorized(resource_path(str(request.properties.get("name", "")))):
-            status, description, body = 401, (
-                "Unauthorized access: no token put on $cbs covers "
-                f"'{request.properties.get('name', '')}'."), None
+            status, description, body = (
+                401,
+                (
+                    "Unauthorized access: no token put on $cbs covers "
+                    f"'{request.properties.get('name', '')}'."
+                ),
+                None,
+            )
         else:
             status, description, body = _management(broker, request)
         reply = link.session.reply_link(node)
         if reply is not None:
             reply.reply(message.response(request.message_id, status, description, body))
         return frames.accepted()
+
     return on_message
 
 
-def _cbs(conn: "Connection", request: message.Request) -> tuple[int, str, Any]:
+def _cbs(conn: Connection, request: message.Request) -> tuple[int, str, Any]:
     """put-token: the service's answers are 202, 401 (bad token) and 404 (no such entity)."""
     props = request.properties
     if props.get("operation") != "put-token":

@@ -14,7 +14,8 @@ import base64
 import hashlib
 import hmac
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 from urllib.parse import quote_plus, unquote_plus, urlsplit
 
 SAS_TOKEN_TYPE = "servicebus.windows.net:sastoken"
@@ -38,7 +39,8 @@ class Grant(NamedTuple):
         ``heartbeats/consumergroups/$default``)."""
         target = entity_path.strip("/").lower()
         return now < self.expires and (
-            not self.path or target == self.path or target.startswith(self.path + "/"))
+            not self.path or target == self.path or target.startswith(self.path + "/")
+        )
 
 
 def resource_path(uri: str) -> str:
@@ -55,8 +57,9 @@ def make_token(resource: str, policy: str, key: str, expires: int) -> str:
     """A token as the SDK builds it (for tests and tools)."""
     encoded = quote_plus(resource)
     signature = _sign(key, f"{encoded}\n{expires}")
-    return (f"{_PREFIX}sr={encoded}&sig={quote_plus(signature)}&se={expires}"
-            f"&skn={quote_plus(policy)}")
+    return (
+        f"{_PREFIX}sr={encoded}&sig={quote_plus(signature)}&se={expires}&skn={quote_plus(policy)}"
+    )
 
 
 def _sign(key: str, text: str) -> str:
@@ -69,20 +72,26 @@ def _fields(token: str) -> dict[str, str]:
     if not token.startswith(_PREFIX):
         raise TokenError("InvalidToken: the token is not a SharedAccessSignature token.")
     fields: dict[str, str] = {}
-    for part in token[len(_PREFIX):].split("&"):
+    for part in token[len(_PREFIX) :].split("&"):
         name, sep, value = part.partition("=")
         if not sep or name in fields:
             raise TokenError("InvalidToken: the SharedAccessSignature token is malformed.")
         fields[name] = value
     missing = [name for name in ("sr", "sig", "se", "skn") if name not in fields]
     if missing:
-        raise TokenError("InvalidToken: the SharedAccessSignature token lacks "
-                         f"{', '.join(missing)}.")
+        raise TokenError(
+            f"InvalidToken: the SharedAccessSignature token lacks {', '.join(missing)}."
+        )
     return fields
 
 
-def check_token(token: object, token_type: object, audience: str,
-                keys: dict[str, str], clock: Callable[[], float] = time.time) -> Grant:
+def check_token(
+    token: object,
+    token_type: object,
+    audience: str,
+    keys: dict[str, str],
+    clock: Callable[[], float] = time.time,
+) -> Grant:
     """Verify a put-token request; return what it grants, or raise TokenError.
 
     Checked as the service does: the token type, the policy name, the signature with
@@ -93,16 +102,17 @@ def check_token(token: object, token_type: object, audience: str,
     if isinstance(token_type, bytes):
         token_type = token_type.decode("utf-8", "replace")
     if token_type != SAS_TOKEN_TYPE:
-        raise TokenError(f"InvalidToken: token type {token_type!r} is not supported; the "
-                         f"emulator accepts {SAS_TOKEN_TYPE} tokens from a connection string.")
+        raise TokenError(
+            f"InvalidToken: token type {token_type!r} is not supported; the "
+            f"emulator accepts {SAS_TOKEN_TYPE} tokens from a connection string."
+        )
     if not isinstance(token, str):
         raise TokenError("InvalidToken: the token is not a string.")
     fields = _fields(token)
     policy = unquote_plus(fields["skn"])
     key = keys.get(policy)
     if key is None:
-        raise TokenError(f"InvalidIssuer: the policy '{policy}' does not exist on this "
-                         "namespace.")
+        raise TokenError(f"InvalidIssuer: the policy '{policy}' does not exist on this namespace.")
     try:
         expires = int(fields["se"])
     except ValueError:
@@ -112,10 +122,14 @@ def check_token(token: object, token_type: object, audience: str,
     if not hmac.compare_digest(expected.encode(), unquote_plus(fields["sig"]).encode()):
         raise TokenError("InvalidSignature: The token has an invalid signature.")
     if expires <= clock():
-        raise TokenError(f"ExpiredToken: The token is expired. Expiration time: "
-                         f"'{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(expires))}Z'.")
+        raise TokenError(
+            f"ExpiredToken: The token is expired. Expiration time: "
+            f"'{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(expires))}Z'."
+        )
     grant = Grant(resource_path(unquote_plus(fields["sr"])), expires)
     if not grant.covers(resource_path(audience), clock()):
-        raise TokenError(f"InvalidAudience: the token's resource '{unquote_plus(fields['sr'])}' "
-                         f"does not cover '{audience}'.")
+        raise TokenError(
+            f"InvalidAudience: the token's resource '{unquote_plus(fields['sr'])}' "
+            f"does not cover '{audience}'."
+        )
     return grant

@@ -10,9 +10,10 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .codec import DecodeError, Timestamp
 from .message import stamp, unpack
@@ -26,7 +27,8 @@ LINK_STOLEN = "amqp:link:stolen"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,255}")
 _SELECTOR = re.compile(
     r"\s*amqp\.annotation\.(x-opt-offset|x-opt-sequence-number|x-opt-enqueued-time)"
-    r"\s*(>=|>|=)\s*'([^']*)'\s*")
+    r"\s*(>=|>|=)\s*'([^']*)'\s*"
+)
 
 
 class BrokerError(Exception):
@@ -52,8 +54,11 @@ def parse_address(address: str) -> tuple[str, str | None, str | None]:
         return parts[0], None, None
     if len(parts) == 3 and parts[1].lower() == "partitions":
         return parts[0], None, parts[2]
-    if (len(parts) == 5 and parts[1].lower() == "consumergroups"
-            and parts[3].lower() == "partitions"):
+    if (
+        len(parts) == 5
+        and parts[1].lower() == "consumergroups"
+        and parts[3].lower() == "partitions"
+    ):
         return parts[0], parts[2], parts[4]
     raise BrokerError(NOT_FOUND, f"The messaging entity '{address}' could not be found.")
 
@@ -68,7 +73,8 @@ class Partition:
     listeners: set[Callable[[], None]] = field(default_factory=set)
     # Ownership for exclusive (epoch) receivers, per consumer group.
     owners: dict[str, dict[object, tuple[int | None, Callable[[str], None]]]] = field(
-        default_factory=dict)
+        default_factory=dict
+    )
 
     def notify(self) -> None:
         for listener in list(self.listeners):
@@ -115,8 +121,10 @@ class Broker:
         except (OSError, ValueError, KeyError, TypeError):
             created = int(time.time() * 1000)
             meta.write_text(json.dumps({"name": name, "created_at_ms": created}))
-        parts = [Partition(name, str(i), PartitionLog(directory / str(i), self.policy))
-                 for i in range(count)]
+        parts = [
+            Partition(name, str(i), PartitionLog(directory / str(i), self.policy))
+            for i in range(count)
+        ]
         return EventHub(name, created, parts)
 
     # ---------------------------------------------------------------- lookup
@@ -125,22 +133,28 @@ class Broker:
         try:
             return self.hubs[name.lower()]
         except KeyError:
-            raise BrokerError(NOT_FOUND, f"The messaging entity '{name}' could not be found. "
-                              f"Known event hubs: {', '.join(h.name for h in self.hubs.values())}."
-                              ) from None
+            raise BrokerError(
+                NOT_FOUND,
+                f"The messaging entity '{name}' could not be found. "
+                f"Known event hubs: {', '.join(h.name for h in self.hubs.values())}.",
+            ) from None
 
     def partition(self, hub_name: str, partition_id: str) -> Partition:
         hub = self.hub(hub_name)
         for part in hub.partitions:
             if part.id == str(partition_id).strip():
                 return part
-        raise BrokerError(NOT_FOUND, f"Partition '{partition_id}' of event hub '{hub.name}' "
-                          f"does not exist (partitions 0..{len(hub.partitions) - 1}).")
+        raise BrokerError(
+            NOT_FOUND,
+            f"Partition '{partition_id}' of event hub '{hub.name}' "
+            f"does not exist (partitions 0..{len(hub.partitions) - 1}).",
+        )
 
     # ---------------------------------------------------------------- publish
 
-    def publish(self, hub_name: str, partition_id: str | None, payload: bytes,
-                message_format: int) -> tuple[str, int, int] | None:
+    def publish(
+        self, hub_name: str, partition_id: str | None, payload: bytes, message_format: int
+    ) -> tuple[str, int, int] | None:
         """Store one transfer (an event or a batch); return (partition, first, last seq)."""
         hub = self.hub(hub_name)
         try:
@@ -186,20 +200,28 @@ class Broker:
                 offset = int(text)
                 if offset < 0:  # "-1": the beginning of the partition
                     return Cursor(log.begin_seq)
-                return Cursor(log.seq_at_offset(offset, inclusive),
-                              (lambda r: r.offset >= offset) if inclusive
-                              else (lambda r: r.offset > offset))
+                return Cursor(
+                    log.seq_at_offset(offset, inclusive),
+                    (lambda r: r.offset >= offset) if inclusive else (lambda r: r.offset > offset),
+                )
             value = int(text)
         except ValueError:
             raise BrokerError(ARGUMENT_ERROR, f"invalid value in selector {selector!r}") from None
         if name == "x-opt-sequence-number":
             return Cursor(max(value if inclusive else value + 1, log.begin_seq))
-        return Cursor(log.seq_at_time(value, inclusive),
-                      (lambda r: r.enqueued_ms >= value) if inclusive
-                      else (lambda r: r.enqueued_ms > value))
+        return Cursor(
+            log.seq_at_time(value, inclusive),
+            (lambda r: r.enqueued_ms >= value) if inclusive else (lambda r: r.enqueued_ms > value),
+        )
 
-    def claim(self, part: Partition, group: str, epoch: int | None, token: object,
-              on_stolen: Callable[[str], None]) -> None:
+    def claim(
+        self,
+        part: Partition,
+        group: str,
+        epoch: int | None,
+        token: object,
+        on_stolen: Callable[[str], None],
+    ) -> None:
         """Register a receiver; apply Event Hubs' exclusive (epoch) receiver rules."""
         owners = part.owners.setdefault(group.lower(), {})
         epochs = [e for e, _ in owners.values() if e is not None]
@@ -221,29 +243,39 @@ class Broker:
 
     def eventhub_properties(self, name: str) -> dict[str, Any]:
         hub = self.hub(name)
-        return {"name": hub.name, "type": "com.microsoft:eventhub",
-                "created_at": Timestamp(hub.created_ms),
-                "partition_count": len(hub.partitions),
-                "partition_ids": [p.id for p in hub.partitions]}
+        return {
+            "name": hub.name,
+            "type": "com.microsoft:eventhub",
+            "created_at": Timestamp(hub.created_ms),
+            "partition_count": len(hub.partitions),
+            "partition_ids": [p.id for p in hub.partitions],
+        }
 
     def partition_properties(self, name: str, partition_id: str) -> dict[str, Any]:
         part = self.partition(name, partition_id)
         last = part.log.last()
         seq, offset, enqueued = last if last else (-1, -1, 0)
-        return {"name": part.hub, "type": "com.microsoft:partition", "partition": part.id,
-                "begin_sequence_number": part.log.begin_seq,
-                "last_enqueued_sequence_number": seq,
-                "last_enqueued_offset": str(offset),
-                "last_enqueued_time_utc": Timestamp(enqueued),
-                "is_partition_empty": part.log.is_empty}
+        return {
+            "name": part.hub,
+            "type": "com.microsoft:partition",
+            "partition": part.id,
+            "begin_sequence_number": part.log.begin_seq,
+            "last_enqueued_sequence_number": seq,
+            "last_enqueued_offset": str(offset),
+            "last_enqueued_time_utc": Timestamp(enqueued),
+            "is_partition_empty": part.log.is_empty,
+        }
 
     def runtime_metrics(self, part: Partition) -> dict[str, Any]:
         """Delivery annotations for consumers that track the last enqueued event."""
         last = part.log.last()
         seq, offset, enqueued = last if last else (-1, -1, 0)
-        return {"last_enqueued_sequence_number": seq, "last_enqueued_offset": str(offset),
-                "last_enqueued_time_utc": Timestamp(enqueued),
-                "runtime_info_retrieval_time_utc": Timestamp(int(time.time() * 1000))}
+        return {
+            "last_enqueued_sequence_number": seq,
+            "last_enqueued_offset": str(offset),
+            "last_enqueued_time_utc": Timestamp(enqueued),
+            "runtime_info_retrieval_time_utc": Timestamp(int(time.time() * 1000)),
+        }
 
     # ---------------------------------------------------------------- upkeep
 

@@ -15,11 +15,25 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 __all__ = [
-    "DecodeError", "Symbol", "UByte", "UShort", "UInt", "ULong", "Timestamp", "Raw",
-    "SymbolArray", "Described", "encode", "decode", "skip", "split_list", "split_map",
+    "DecodeError",
+    "Symbol",
+    "UByte",
+    "UShort",
+    "UInt",
+    "ULong",
+    "Timestamp",
+    "Raw",
+    "SymbolArray",
+    "Described",
+    "encode",
+    "decode",
+    "skip",
+    "split_list",
+    "split_map",
 ]
 
 
@@ -207,12 +221,33 @@ def encode(value: Any) -> bytes:
 _MAX_DEPTH = 32
 # Fixed-width constructors: width of the data after the constructor byte.
 _FIXED = {
-    0x40: 0, 0x41: 0, 0x42: 0, 0x43: 0, 0x44: 0, 0x45: 0,
-    0x50: 1, 0x51: 1, 0x52: 1, 0x53: 1, 0x54: 1, 0x55: 1, 0x56: 1,
-    0x60: 2, 0x61: 2,
-    0x70: 4, 0x71: 4, 0x72: 4, 0x73: 4, 0x74: 4,
-    0x80: 8, 0x81: 8, 0x82: 8, 0x83: 8, 0x84: 8,
-    0x94: 16, 0x98: 16,
+    0x40: 0,
+    0x41: 0,
+    0x42: 0,
+    0x43: 0,
+    0x44: 0,
+    0x45: 0,
+    0x50: 1,
+    0x51: 1,
+    0x52: 1,
+    0x53: 1,
+    0x54: 1,
+    0x55: 1,
+    0x56: 1,
+    0x60: 2,
+    0x61: 2,
+    0x70: 4,
+    0x71: 4,
+    0x72: 4,
+    0x73: 4,
+    0x74: 4,
+    0x80: 8,
+    0x81: 8,
+    0x82: 8,
+    0x83: 8,
+    0x84: 8,
+    0x94: 16,
+    0x98: 16,
 }
 _FIXED_DECODERS: dict[int, Callable[[bytes], Any]] = {
     0x40: lambda b: None,
@@ -339,7 +374,7 @@ def decode(buf: bytes, pos: int = 0, depth: int = 0) -> tuple[Any, int]:
     width = _FIXED.get(code)
     if width is not None:
         _need(buf, pos + 1, width)
-        return _FIXED_DECODERS[code](buf[pos + 1:pos + 1 + width]), pos + 1 + width
+        return _FIXED_DECODERS[code](buf[pos + 1 : pos + 1 + width]), pos + 1 + width
     if code in (0xA0, 0xB0, 0xA1, 0xB1, 0xA3, 0xB3):
         start, end = _sized(buf, pos, code)
         data = bytes(buf[start:end])

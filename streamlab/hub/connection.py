@@ -48,8 +48,9 @@ class ConnectionSettings:
 class Session:
     """A session: channel mapping, transfer windows, and its links by handle."""
 
-    def __init__(self, connection: "Connection", channel: int, remote_channel: int,
-                 begin: Performative) -> None:
+    def __init__(
+        self, connection: Connection, channel: int, remote_channel: int, begin: Performative
+    ) -> None:
         self.connection, self.channel, self.remote_channel = connection, channel, remote_channel
         self.next_outgoing_id = 0  # per transfer frame we send
         self._next_delivery = 0
@@ -70,12 +71,27 @@ class Session:
         self.remote_incoming_window -= 1
         self.send(data)
 
-    def send_flow(self, handle: int | None = None, delivery_count: int | None = None,
-                  link_credit: int | None = None, drain: bool = False) -> None:
+    def send_flow(
+        self,
+        handle: int | None = None,
+        delivery_count: int | None = None,
+        link_credit: int | None = None,
+        drain: bool = False,
+    ) -> None:
         self.incoming_left = WINDOW
-        self.send(frames.flow_frame(self.channel, self.next_incoming_id, WINDOW,
-                                    self.next_outgoing_id, 2 ** 31 - 1, handle,
-                                    delivery_count, link_credit, drain=drain))
+        self.send(
+            frames.flow_frame(
+                self.channel,
+                self.next_incoming_id,
+                WINDOW,
+                self.next_outgoing_id,
+                2**31 - 1,
+                handle,
+                delivery_count,
+                link_credit,
+                drain=drain,
+            )
+        )
 
     def free_handle(self) -> int:
         used = {link.handle for link in self.links.values()}
@@ -131,8 +147,13 @@ class Session:
 class Connection:
     """Serves one client until it closes, breaks the protocol, or the server stops."""
 
-    def __init__(self, broker: Broker, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter, settings: ConnectionSettings) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        settings: ConnectionSettings,
+    ) -> None:
         self.broker, self.reader, self.writer = broker, reader, writer
         self.settings = settings
         self.keys = settings.keys
@@ -183,7 +204,7 @@ class Connection:
             while not self.closed:
                 await self._read_frame()
                 await self.backpressure()
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
             pass
         except ProtocolError as exc:
             self._close_with(exc.condition, exc.description)
@@ -192,7 +213,7 @@ class Connection:
         except asyncio.CancelledError:
             self._close_with("amqp:connection:forced", "The emulator is shutting down.")
             raise
-        except Exception as exc:  # noqa: BLE001 - never let one client stop the server
+        except Exception as exc:
             _LOG.exception("connection failed")
             self._close_with("amqp:internal-error", f"emulator error: {exc}")
         finally:
@@ -213,9 +234,11 @@ class Connection:
             silent = time.monotonic() - self._last_read
             if silent >= limit:
                 _LOG.info("closing a connection silent for %.1f s", silent)
-                self._close_with("amqp:resource-limit-exceeded",
-                                 f"Connection idle for more than {limit:g} seconds: nothing "
-                                 "was received, not even an empty frame.")
+                self._close_with(
+                    "amqp:resource-limit-exceeded",
+                    f"Connection idle for more than {limit:g} seconds: nothing "
+                    "was received, not even an empty frame.",
+                )
                 self.writer.close()  # the reader then sees end of stream
                 return
             await asyncio.sleep(limit - silent)
@@ -237,12 +260,16 @@ class Connection:
     async def _handshake(self) -> None:
         header = await self.reader.readexactly(8)
         if header == frames.SASL_HEADER:
-            self.writer.write(frames.SASL_HEADER + frames.sasl_mechanisms_frame(
-                ["ANONYMOUS", "PLAIN", "EXTERNAL"]))
+            self.writer.write(
+                frames.SASL_HEADER
+                + frames.sasl_mechanisms_frame(["ANONYMOUS", "PLAIN", "EXTERNAL"])
+            )
             while True:  # any mechanism and credentials are fine on a local emulator
                 frame_type, _, body = await self._read_raw()
-                if frame_type == frames.SASL_FRAME and frames.parse_body(body).code == \
-                        frames.SASL_INIT:
+                if (
+                    frame_type == frames.SASL_FRAME
+                    and frames.parse_body(body).code == frames.SASL_INIT
+                ):
                     break
             self.writer.write(frames.sasl_outcome_frame(0))
             header = await self.reader.readexactly(8)
@@ -258,7 +285,7 @@ class Connection:
             raise ProtocolError("amqp:connection:framing-error", f"bad frame header {head!r}")
         body = await self.reader.readexactly(size - 8) if size > 8 else b""
         self._last_read = time.monotonic()
-        return frame_type, channel, body[doff * 4 - 8:]
+        return frame_type, channel, body[doff * 4 - 8 :]
 
     async def _read_frame(self) -> None:
         frame_type, channel, body = await self._read_raw()
@@ -280,9 +307,12 @@ class Connection:
         if self.opened:
             raise ProtocolError("amqp:illegal-state", "open received twice")
         self.opened = True
-        self.remote_max_frame_size = max(512, min(perf.get(2, 2 ** 32 - 1), 2 ** 32 - 1))
-        self.send(frames.open_frame("streamlab-hub", MAX_FRAME_SIZE, 4095,
-                                    int(self.settings.idle_timeout * 1000)))
+        self.remote_max_frame_size = max(512, min(perf.get(2, 2**32 - 1), 2**32 - 1))
+        self.send(
+            frames.open_frame(
+                "streamlab-hub", MAX_FRAME_SIZE, 4095, int(self.settings.idle_timeout * 1000)
+            )
+        )
 
     def _on_close(self, channel: int, perf: Performative) -> None:
         self.send(frames.close_frame())
@@ -296,7 +326,7 @@ class Connection:
         local = next(c for c in range(len(used) + 1) if c not in used)
         session = Session(self, local, channel, perf)
         self.sessions[channel] = session
-        self.send(frames.begin_frame(local, channel, 0, WINDOW, 2 ** 31 - 1, 2 ** 32 - 1))
+        self.send(frames.begin_frame(local, channel, 0, WINDOW, 2**31 - 1, 2**32 - 1))
 
     def _on_end(self, channel: int, perf: Performative) -> None:
         session = self.sessions.pop(channel, None)
@@ -308,8 +338,9 @@ class Connection:
         try:
             return self.sessions[channel]
         except KeyError:
-            raise ProtocolError("amqp:connection:framing-error",
-                                f"no session on channel {channel}") from None
+            raise ProtocolError(
+                "amqp:connection:framing-error", f"no session on channel {channel}"
+            ) from None
 
     def _on_flow(self, channel: int, perf: Performative) -> None:
         self._session(channel).on_flow(perf)
@@ -328,9 +359,13 @@ class Connection:
 
 
 _HANDLERS: dict[int, Any] = {
-    frames.OPEN: Connection._on_open, frames.BEGIN: Connection._on_begin,
-    frames.ATTACH: Connection._on_attach, frames.FLOW: Connection._on_flow,
-    frames.TRANSFER: Connection._on_transfer, frames.DISPOSITION: Connection._on_disposition,
-    frames.DETACH: Connection._on_detach, frames.END: Connection._on_end,
+    frames.OPEN: Connection._on_open,
+    frames.BEGIN: Connection._on_begin,
+    frames.ATTACH: Connection._on_attach,
+    frames.FLOW: Connection._on_flow,
+    frames.TRANSFER: Connection._on_transfer,
+    frames.DISPOSITION: Connection._on_disposition,
+    frames.DETACH: Connection._on_detach,
+    frames.END: Connection._on_end,
     frames.CLOSE: Connection._on_close,
 }

@@ -11,8 +11,19 @@ import struct
 from typing import Any, NamedTuple
 
 from .codec import (
-    DecodeError, Described, Raw, Symbol, SymbolArray, UByte, UInt, UShort, ULong,
-    decode, encode, skip, split_list,
+    DecodeError,
+    Described,
+    Raw,
+    Symbol,
+    SymbolArray,
+    UByte,
+    UInt,
+    ULong,
+    UShort,
+    decode,
+    encode,
+    skip,
+    split_list,
 )
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -28,12 +39,19 @@ ROLE_SENDER, ROLE_RECEIVER = False, True
 
 # Descriptors may also be sent as symbols; map the ones a client could use to codes.
 _SYMBOLIC = {
-    "amqp:open:list": OPEN, "amqp:begin:list": BEGIN, "amqp:attach:list": ATTACH,
-    "amqp:flow:list": FLOW, "amqp:transfer:list": TRANSFER,
-    "amqp:disposition:list": DISPOSITION, "amqp:detach:list": DETACH,
-    "amqp:end:list": END, "amqp:close:list": CLOSE,
-    "amqp:sasl-init:list": SASL_INIT, "amqp:sasl-response:list": SASL_RESPONSE,
-    "amqp:source:list": SOURCE, "amqp:target:list": TARGET,
+    "amqp:open:list": OPEN,
+    "amqp:begin:list": BEGIN,
+    "amqp:attach:list": ATTACH,
+    "amqp:flow:list": FLOW,
+    "amqp:transfer:list": TRANSFER,
+    "amqp:disposition:list": DISPOSITION,
+    "amqp:detach:list": DETACH,
+    "amqp:end:list": END,
+    "amqp:close:list": CLOSE,
+    "amqp:sasl-init:list": SASL_INIT,
+    "amqp:sasl-response:list": SASL_RESPONSE,
+    "amqp:source:list": SOURCE,
+    "amqp:target:list": TARGET,
 }
 
 
@@ -84,8 +102,9 @@ def parse_body(body: bytes) -> Performative:
     return Performative(code, fields, raw, bytes(body[end:]))
 
 
-def frame(channel: int, code: int, fields: list, payload: bytes = b"",
-          frame_type: int = AMQP_FRAME) -> bytes:
+def frame(
+    channel: int, code: int, fields: list, payload: bytes = b"", frame_type: int = AMQP_FRAME
+) -> bytes:
     """Encode one frame carrying performative ``code`` with ``fields``."""
     body = encode(Described(ULong(code), list(fields)))
     size = FRAME_HEADER.size + len(body) + len(payload)
@@ -110,47 +129,131 @@ def rejected(condition: str, description: str) -> Described:
 # ------------------------------------------------------------------ outgoing performatives
 
 
-def open_frame(container_id: str, max_frame_size: int, channel_max: int,
-               idle_timeout_ms: int | None = None) -> bytes:
-    return frame(0, OPEN, [container_id, None, UInt(max_frame_size), UShort(channel_max),
-                           None if idle_timeout_ms is None else UInt(idle_timeout_ms),
-                           None, None, None, None, None])
+def open_frame(
+    container_id: str, max_frame_size: int, channel_max: int, idle_timeout_ms: int | None = None
+) -> bytes:
+    return frame(
+        0,
+        OPEN,
+        [
+            container_id,
+            None,
+            UInt(max_frame_size),
+            UShort(channel_max),
+            None if idle_timeout_ms is None else UInt(idle_timeout_ms),
+            None,
+            None,
+            None,
+            None,
+            None,
+        ],
+    )
 
 
-def begin_frame(channel: int, remote_channel: int, next_outgoing_id: int,
-                incoming_window: int, outgoing_window: int, handle_max: int) -> bytes:
-    return frame(channel, BEGIN, [UShort(remote_channel), UInt(next_outgoing_id),
-                                  UInt(incoming_window), UInt(outgoing_window),
-                                  UInt(handle_max), None, None, None])
+def begin_frame(
+    channel: int,
+    remote_channel: int,
+    next_outgoing_id: int,
+    incoming_window: int,
+    outgoing_window: int,
+    handle_max: int,
+) -> bytes:
+    return frame(
+        channel,
+        BEGIN,
+        [
+            UShort(remote_channel),
+            UInt(next_outgoing_id),
+            UInt(incoming_window),
+            UInt(outgoing_window),
+            UInt(handle_max),
+            None,
+            None,
+            None,
+        ],
+    )
 
 
-def attach_frame(channel: int, name: str, handle: int, role: bool, source: Raw | None,
-                 target: Raw | None, initial_delivery_count: int | None,
-                 max_message_size: int | None, offered: list[str] | None = None,
-                 snd_settle_mode: int = 2, rcv_settle_mode: int = 0) -> bytes:
-    return frame(channel, ATTACH, [
-        name, UInt(handle), role, UByte(snd_settle_mode), UByte(rcv_settle_mode),
-        source, target, None, False,
-        None if initial_delivery_count is None else UInt(initial_delivery_count),
-        None if max_message_size is None else ULong(max_message_size),
-        SymbolArray(Symbol(s) for s in offered) if offered else None, None, None,
-    ])
+def attach_frame(
+    channel: int,
+    name: str,
+    handle: int,
+    role: bool,
+    source: Raw | None,
+    target: Raw | None,
+    initial_delivery_count: int | None,
+    max_message_size: int | None,
+    offered: list[str] | None = None,
+    snd_settle_mode: int = 2,
+    rcv_settle_mode: int = 0,
+) -> bytes:
+    return frame(
+        channel,
+        ATTACH,
+        [
+            name,
+            UInt(handle),
+            role,
+            UByte(snd_settle_mode),
+            UByte(rcv_settle_mode),
+            source,
+            target,
+            None,
+            False,
+            None if initial_delivery_count is None else UInt(initial_delivery_count),
+            None if max_message_size is None else ULong(max_message_size),
+            SymbolArray(Symbol(s) for s in offered) if offered else None,
+            None,
+            None,
+        ],
+    )
 
 
-def flow_frame(channel: int, next_incoming_id: int | None, incoming_window: int,
-               next_outgoing_id: int, outgoing_window: int, handle: int | None = None,
-               delivery_count: int | None = None, link_credit: int | None = None,
-               available: int | None = None, drain: bool = False, echo: bool = False) -> bytes:
+def flow_frame(
+    channel: int,
+    next_incoming_id: int | None,
+    incoming_window: int,
+    next_outgoing_id: int,
+    outgoing_window: int,
+    handle: int | None = None,
+    delivery_count: int | None = None,
+    link_credit: int | None = None,
+    available: int | None = None,
+    drain: bool = False,
+    echo: bool = False,
+) -> bytes:
     def u(v: int | None) -> UInt | None:
         return None if v is None else UInt(v & 0xFFFFFFFF)
-    return frame(channel, FLOW, [u(next_incoming_id), u(incoming_window), u(next_outgoing_id),
-                                 u(outgoing_window), u(handle), u(delivery_count),
-                                 u(link_credit), u(available), drain, echo, None])
+
+    return frame(
+        channel,
+        FLOW,
+        [
+            u(next_incoming_id),
+            u(incoming_window),
+            u(next_outgoing_id),
+            u(outgoing_window),
+            u(handle),
+            u(delivery_count),
+            u(link_credit),
+            u(available),
+            drain,
+            echo,
+            None,
+        ],
+    )
 
 
-def transfer_frame(channel: int, handle: int, delivery_id: int, delivery_tag: bytes,
-                   payload: bytes, settled: bool = True, more: bool = False,
-                   message_format: int = 0) -> bytes:
+def transfer_frame(
+    channel: int,
+    handle: int,
+    delivery_id: int,
+    delivery_tag: bytes,
+    payload: bytes,
+    settled: bool = True,
+    more: bool = False,
+    message_format: int = 0,
+) -> bytes:
     """Encode a transfer quickly: this is the hot path of every delivery."""
     fields = bytearray()
     fields += b"\x70" + struct.pack(">I", handle)
@@ -165,13 +268,20 @@ def transfer_frame(channel: int, handle: int, delivery_id: int, delivery_tag: by
     return FRAME_HEADER.pack(size, 2, AMQP_FRAME, channel) + body + payload
 
 
-def disposition_frame(channel: int, first: int, last: int, state: Described,
-                      role: bool = ROLE_RECEIVER, settled: bool = True) -> bytes:
+def disposition_frame(
+    channel: int,
+    first: int,
+    last: int,
+    state: Described,
+    role: bool = ROLE_RECEIVER,
+    settled: bool = True,
+) -> bytes:
     return frame(channel, DISPOSITION, [role, UInt(first), UInt(last), settled, state, False])
 
 
-def detach_frame(channel: int, handle: int, closed: bool = True,
-                 err: Described | None = None) -> bytes:
+def detach_frame(
+    channel: int, handle: int, closed: bool = True, err: Described | None = None
+) -> bytes:
     return frame(channel, DETACH, [UInt(handle), closed, err])
 
 
@@ -184,8 +294,9 @@ def close_frame(err: Described | None = None) -> bytes:
 
 
 def sasl_mechanisms_frame(mechanisms: list[str]) -> bytes:
-    return frame(0, SASL_MECHANISMS, [SymbolArray(Symbol(m) for m in mechanisms)],
-                 frame_type=SASL_FRAME)
+    return frame(
+        0, SASL_MECHANISMS, [SymbolArray(Symbol(m) for m in mechanisms)], frame_type=SASL_FRAME
+    )
 
 
 def sasl_outcome_frame(code: int) -> bytes:

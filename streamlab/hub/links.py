@@ -14,7 +14,8 @@ import asyncio
 import logging
 import struct
 from collections import deque
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from . import frames, message
 from .broker import BrokerError, Cursor, Partition
@@ -33,8 +34,9 @@ REQUEST_NODES = ("$cbs", "$management")
 class Link:
     """State shared by both directions."""
 
-    def __init__(self, session: "Session", name: str, handle: int, remote_handle: int,
-                 address: str) -> None:
+    def __init__(
+        self, session: Session, name: str, handle: int, remote_handle: int, address: str
+    ) -> None:
         self.session, self.name, self.handle = session, name, handle
         self.remote_handle, self.address = remote_handle, address
         self.closed = False
@@ -68,9 +70,16 @@ class Link:
 class InboundLink(Link):
     """The client sends to us: events to a hub/partition, or requests to a node."""
 
-    def __init__(self, session: "Session", name: str, handle: int, remote_handle: int,
-                 address: str, initial_delivery_count: int,
-                 on_message: Callable[["InboundLink", bytes, int], Described]) -> None:
+    def __init__(
+        self,
+        session: Session,
+        name: str,
+        handle: int,
+        remote_handle: int,
+        address: str,
+        initial_delivery_count: int,
+        on_message: Callable[[InboundLink, bytes, int], Described],
+    ) -> None:
         super().__init__(session, name, handle, remote_handle, address)
         self.delivery_count = initial_delivery_count
         self.on_message = on_message
@@ -112,15 +121,17 @@ class InboundLink(Link):
             state = frames.rejected(
                 "amqp:link:message-size-exceeded",
                 f"The received message (delivery-id:{delivery_id}, size:{size} bytes) exceeds "
-                f"the limit ({MAX_MESSAGE_SIZE} bytes) currently allowed on the link.")
+                f"the limit ({MAX_MESSAGE_SIZE} bytes) currently allowed on the link.",
+            )
         else:
             try:
                 state = self.on_message(self, payload, first.get(3, 0))
             except BrokerError as exc:
                 state = frames.rejected(exc.condition, exc.description)
         if not first.get(4, False) and delivery_id is not None:  # unsettled: acknowledge
-            self.session.send(frames.disposition_frame(
-                self.session.channel, delivery_id, delivery_id, state))
+            self.session.send(
+                frames.disposition_frame(self.session.channel, delivery_id, delivery_id, state)
+            )
         if self.credit_left <= CREDIT // 2:
             self.grant()
 
@@ -131,8 +142,9 @@ class InboundLink(Link):
 class OutboundLink(Link):
     """The client receives from us, credit permitting."""
 
-    def __init__(self, session: "Session", name: str, handle: int, remote_handle: int,
-                 address: str) -> None:
+    def __init__(
+        self, session: Session, name: str, handle: int, remote_handle: int, address: str
+    ) -> None:
         super().__init__(session, name, handle, remote_handle, address)
         self.credit = 0
         self.drain = False
@@ -176,7 +188,7 @@ class OutboundLink(Link):
                 await self.wake.wait()
         except (asyncio.CancelledError, ConnectionError):
             pass  # link closed, or the client went away while we waited for it to read
-        except Exception:  # noqa: BLE001 - one bad link must not kill the connection
+        except Exception:
             _LOG.exception("delivery to link %s failed", self.name)
             self.detach("amqp:internal-error", "the emulator failed to deliver")
 
@@ -196,11 +208,19 @@ class OutboundLink(Link):
         tag = struct.pack(">I", self.delivery_count & 0xFFFFFFFF)
         delivery_id = session.next_delivery_id()
         limit = max(512, session.connection.remote_max_frame_size - 128)
-        chunks = [payload[i:i + limit] for i in range(0, len(payload), limit)] or [b""]
+        chunks = [payload[i : i + limit] for i in range(0, len(payload), limit)] or [b""]
         for index, chunk in enumerate(chunks):
-            self._frames.append(frames.transfer_frame(
-                session.channel, self.handle, delivery_id, tag, chunk, settled=True,
-                more=index < len(chunks) - 1))
+            self._frames.append(
+                frames.transfer_frame(
+                    session.channel,
+                    self.handle,
+                    delivery_id,
+                    tag,
+                    chunk,
+                    settled=True,
+                    more=index < len(chunks) - 1,
+                )
+            )
         self.delivery_count += 1
         self.credit -= 1
         self._send_pending()
@@ -209,9 +229,17 @@ class OutboundLink(Link):
 class ConsumerLink(OutboundLink):
     """Delivers a partition's events from a cursor."""
 
-    def __init__(self, session: "Session", name: str, handle: int, remote_handle: int,
-                 address: str, partition: Partition, cursor: Cursor,
-                 metrics: Callable[[], dict] | None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        name: str,
+        handle: int,
+        remote_handle: int,
+        address: str,
+        partition: Partition,
+        cursor: Cursor,
+        metrics: Callable[[], dict] | None,
+    ) -> None:
         super().__init__(session, name, handle, remote_handle, address)
         self.partition, self.cursor, self.metrics = partition, cursor, metrics
         partition.listeners.add(self.wake.set)
@@ -247,8 +275,9 @@ class ConsumerLink(OutboundLink):
 class ReplyLink(OutboundLink):
     """Carries responses from a request node ($cbs, $management) back to the client."""
 
-    def __init__(self, session: "Session", name: str, handle: int, remote_handle: int,
-                 address: str) -> None:
+    def __init__(
+        self, session: Session, name: str, handle: int, remote_handle: int, address: str
+    ) -> None:
         super().__init__(session, name, handle, remote_handle, address)
         self.replies: deque[bytes] = deque()
 

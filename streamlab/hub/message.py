@@ -12,7 +12,16 @@ import uuid
 from typing import Any, NamedTuple
 
 from .codec import (
-    DecodeError, Described, Raw, Symbol, Timestamp, ULong, decode, encode, skip, split_list,
+    DecodeError,
+    Described,
+    Raw,
+    Symbol,
+    Timestamp,
+    ULong,
+    decode,
+    encode,
+    skip,
+    split_list,
     split_map,
 )
 
@@ -20,10 +29,14 @@ BATCH_FORMAT = 0x80013700
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES = 0x70, 0x71, 0x72, 0x73
 APPLICATION_PROPERTIES, DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = 0x74, 0x75, 0x76, 0x77, 0x78
 _SECTION_NAMES = {
-    "amqp:header:list": HEADER, "amqp:delivery-annotations:map": DELIVERY_ANNOTATIONS,
-    "amqp:message-annotations:map": MESSAGE_ANNOTATIONS, "amqp:properties:list": PROPERTIES,
-    "amqp:application-properties:map": APPLICATION_PROPERTIES, "amqp:data:binary": DATA,
-    "amqp:amqp-sequence:list": AMQP_SEQUENCE, "amqp:amqp-value:*": AMQP_VALUE,
+    "amqp:header:list": HEADER,
+    "amqp:delivery-annotations:map": DELIVERY_ANNOTATIONS,
+    "amqp:message-annotations:map": MESSAGE_ANNOTATIONS,
+    "amqp:properties:list": PROPERTIES,
+    "amqp:application-properties:map": APPLICATION_PROPERTIES,
+    "amqp:data:binary": DATA,
+    "amqp:amqp-sequence:list": AMQP_SEQUENCE,
+    "amqp:amqp-value:*": AMQP_VALUE,
     "amqp:footer:map": FOOTER,
 }
 
@@ -49,8 +62,9 @@ def split_sections(payload: bytes) -> list[Section]:
         if payload[pos] != 0x00:
             raise DecodeError("message section is not a described type")
         descriptor, value_at = decode(payload, pos + 1)
-        code = int(descriptor) if isinstance(descriptor, int) else _SECTION_NAMES.get(
-            str(descriptor))
+        code = (
+            int(descriptor) if isinstance(descriptor, int) else _SECTION_NAMES.get(str(descriptor))
+        )
         if code is None or not HEADER <= code <= FOOTER:
             raise DecodeError(f"unknown message section {descriptor!r}")
         end = skip(payload, value_at)
@@ -97,12 +111,12 @@ def parse_event(payload: bytes) -> Event:
                 pairs.append((raw_key, raw_value))
         else:
             tail += sec.raw
-    return Event(head, delivery, pairs, bytes(tail),
-                 key if isinstance(key, (str, bytes)) else None)
+    return Event(head, delivery, pairs, bytes(tail), key if isinstance(key, (str, bytes)) else None)
 
 
-def stamp(event: Event, seq: int, offset: int, enqueued_ms: int,
-          batch_key: str | bytes | None) -> tuple[bytes, int]:
+def stamp(
+    event: Event, seq: int, offset: int, enqueued_ms: int, batch_key: str | bytes | None
+) -> tuple[bytes, int]:
     """Return (encoded event with broker annotations, where delivery annotations go).
 
     The position is that of the event's delivery-annotations section when it has one.
@@ -160,19 +174,18 @@ def add_delivery_annotations(body: bytes, da_pos: int, values: dict[str, Any]) -
     A message has at most one delivery-annotations section: when the producer set one,
     the values join it (the producer's own keys keep their values).
     """
-    if body[da_pos:da_pos + 1] == b"\x00":
-        first = split_sections(body[da_pos:skip(body, da_pos)])[0]
+    if body[da_pos : da_pos + 1] == b"\x00":
+        first = split_sections(body[da_pos : skip(body, da_pos)])[0]
         if first.code == DELIVERY_ANNOTATIONS:
             pairs = split_map(first.raw, first.value_at)
             names = {_key_text(k) for k, _ in pairs}
-            extra = [(encode(Symbol(k)), encode(v)) for k, v in values.items()
-                     if k not in names]
+            extra = [(encode(Symbol(k)), encode(v)) for k, v in values.items() if k not in names]
             merged = b"".join(k + v for k, v in pairs + extra)
             count = 2 * (len(pairs) + len(extra))
-            mapped = (b"\xd1" + (len(merged) + 4).to_bytes(4, "big")
-                      + count.to_bytes(4, "big") + merged)
-            return (body[:da_pos] + b"\x00\x53\x71" + mapped
-                    + body[da_pos + len(first.raw):])
+            mapped = (
+                b"\xd1" + (len(merged) + 4).to_bytes(4, "big") + count.to_bytes(4, "big") + merged
+            )
+            return body[:da_pos] + b"\x00\x53\x71" + mapped + body[da_pos + len(first.raw) :]
     return body[:da_pos] + delivery_annotations(values) + body[da_pos:]
 
 
@@ -207,9 +220,29 @@ def response(correlation_id: Raw | None, status: int, description: str, body: An
     The SDK reads ``status-code`` for both nodes, but the description from
     ``status-description`` on $cbs and ``statusDescription`` on $management.
     """
-    properties = [uuid.uuid4(), None, None, None, None, correlation_id,
-                  None, None, None, None, None, None, None]
-    app = {"status-code": status, "status-description": description,
-           "statusCode": status, "statusDescription": description}
-    return (section(PROPERTIES, properties) + section(APPLICATION_PROPERTIES, app)
-            + section(AMQP_VALUE, body))
+    properties = [
+        uuid.uuid4(),
+        None,
+        None,
+        None,
+        None,
+        correlation_id,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    ]
+    app = {
+        "status-code": status,
+        "status-description": description,
+        "statusCode": status,
+        "statusDescription": description,
+    }
+    return (
+        section(PROPERTIES, properties)
+        + section(APPLICATION_PROPERTIES, app)
+        + section(AMQP_VALUE, body)
+    )

@@ -25,8 +25,13 @@ KEEPALIVE_SECONDS = 60  # TCP keepalive: find peers that vanished without a FIN
 RETENTION_CHECK_SECONDS = 60.0
 
 
-def connection_string(host: str, port: int, eventhub: str | None = None,
-                      key_name: str = KEY_NAME, key: str = KEY_VALUE) -> str:
+def connection_string(
+    host: str,
+    port: int,
+    eventhub: str | None = None,
+    key_name: str = KEY_NAME,
+    key: str = KEY_VALUE,
+) -> str:
     """The connection string Azure documents for its emulator (plain AMQP, no TLS)."""
     if host in ("", "0.0.0.0"):
         host = "127.0.0.1"
@@ -34,8 +39,10 @@ def connection_string(host: str, port: int, eventhub: str | None = None,
         host = "::1"
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    text = (f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};"
-            f"SharedAccessKey={key};UseDevelopmentEmulator=true")
+    text = (
+        f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};"
+        f"SharedAccessKey={key};UseDevelopmentEmulator=true"
+    )
     return text + (f";EntityPath={eventhub}" if eventhub else "")
 
 
@@ -72,13 +79,15 @@ class HubServer:
         self._upkeep: asyncio.Task | None = None
         self._temp_dir: str | None = None
         self._lock_fd: int | None = None
-        self._settings = ConnectionSettings({config.key_name: config.key},
-                                            config.open_timeout, config.idle_timeout)
+        self._settings = ConnectionSettings(
+            {config.key_name: config.key}, config.open_timeout, config.idle_timeout
+        )
 
     @property
     def connection_string(self) -> str:
-        return connection_string(self.config.host, self.port, None, self.config.key_name,
-                                 self.config.key)
+        return connection_string(
+            self.config.host, self.port, None, self.config.key_name, self.config.key
+        )
 
     async def start(self) -> str:
         """Open storage, bind, and start serving; return the connection string."""
@@ -93,8 +102,7 @@ class HubServer:
             self.broker = Broker(data_dir, self.config.eventhubs, self.config.policy)
             sock = _bind(self.config.host, self.config.port)
             self.port = sock.getsockname()[1]
-            self._server = await asyncio.start_server(self._serve, sock=sock,
-                                                      limit=2 ** 20)
+            self._server = await asyncio.start_server(self._serve, sock=sock, limit=2**20)
         except BaseException:
             self._release()
             raise
@@ -110,10 +118,12 @@ class HubServer:
         self._lock_fd = os.open(data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:
-                import fcntl  # noqa: PLC0415 - POSIX
+                import fcntl
+
                 fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except ImportError:
-                import msvcrt  # noqa: PLC0415 - Windows
+                import msvcrt
+
                 msvcrt.locking(self._lock_fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
         except OSError:
             os.close(self._lock_fd)
@@ -143,7 +153,7 @@ class HubServer:
             try:
                 assert self.broker is not None
                 self.broker.enforce_retention()
-            except Exception:  # noqa: BLE001 - upkeep must keep running
+            except Exception:
                 _LOG.exception("retention check failed")
 
     async def stop(self) -> None:
@@ -188,8 +198,11 @@ def _tune(sock: socket.socket) -> None:
     """Options for an accepted socket."""
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # small frames must not wait
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_SECONDS), ("TCP_KEEPINTVL", 10),
-                        ("TCP_KEEPCNT", 3)):
+    for name, value in (
+        ("TCP_KEEPIDLE", KEEPALIVE_SECONDS),
+        ("TCP_KEEPINTVL", 10),
+        ("TCP_KEEPCNT", 3),
+    ):
         if hasattr(socket, name):  # Linux; macOS has only some of them
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
@@ -198,7 +211,8 @@ def _tune(sock: socket.socket) -> None:
 def _bind(host: str, port: int) -> socket.socket:
     """Bind exactly one listening socket (so port 0 means one port, not one per address)."""
     family, kind, proto, _, address = socket.getaddrinfo(
-        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -21,9 +21,10 @@ import struct
 import zlib
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 _LOG = logging.getLogger(__name__)
 _HEAD = struct.Struct(">II")  # body length, crc32 of (meta + body)
@@ -113,7 +114,7 @@ class _Segment:
             end = pos + HEADER_SIZE + length
             if length > _MAX_BODY or end > len(data):
                 break
-            if zlib.crc32(data[pos + _HEAD.size:end]) != crc:
+            if zlib.crc32(data[pos + _HEAD.size : end]) != crc:
                 break
             seq, enqueued, _ = _META.unpack_from(data, pos + _HEAD.size)
             if seq != expected:
@@ -123,8 +124,12 @@ class _Segment:
             pos, expected = end, expected + 1
         self.size = pos
         if pos != len(data):
-            _LOG.warning("truncating %s at byte %d (torn or corrupt tail of %d bytes)",
-                         self.path, pos, len(data) - pos)
+            _LOG.warning(
+                "truncating %s at byte %d (torn or corrupt tail of %d bytes)",
+                self.path,
+                pos,
+                len(data) - pos,
+            )
             os.ftruncate(self.fd, pos)
             return False
         return True
@@ -186,7 +191,8 @@ class PartitionLog:
             previous = self.segments[-1] if self.segments else None
             continuous = previous is None or (
                 base_seq == previous.next_seq
-                and base_offset == previous.base_offset + previous.size)
+                and base_offset == previous.base_offset + previous.size
+            )
             if not intact or not continuous:
                 # Everything after a cut or a gap would break sequence continuity.
                 _LOG.warning("removing %s: it does not continue the log", path)
@@ -199,8 +205,9 @@ class PartitionLog:
             self.segments.append(self._new_segment(0, 0))
 
     def _new_segment(self, base_seq: int, base_offset: int) -> _Segment:
-        seg = _Segment(self.directory / f"{base_seq:020d}-{base_offset:020d}.log",
-                       base_seq, base_offset)
+        seg = _Segment(
+            self.directory / f"{base_seq:020d}-{base_offset:020d}.log", base_seq, base_offset
+        )
         if self.policy.fsync:
             _fsync_dir(self.directory)
         return seg
@@ -277,9 +284,8 @@ class PartitionLog:
         for k in range(i, j):
             length, _ = _HEAD.unpack_from(data, pos)
             rseq, enqueued, da_pos = _META.unpack_from(data, pos + _HEAD.size)
-            body = data[pos + HEADER_SIZE:pos + HEADER_SIZE + length]
-            records.append(Record(rseq, seg.base_offset + seg.positions[k], enqueued, body,
-                                  da_pos))
+            body = data[pos + HEADER_SIZE : pos + HEADER_SIZE + length]
+            records.append(Record(rseq, seg.base_offset + seg.positions[k], enqueued, body, da_pos))
             pos += HEADER_SIZE + length
         return records
 
@@ -287,8 +293,11 @@ class PartitionLog:
         """First sequence number whose offset is > (or >=) ``offset``; next_seq if none."""
         for seg in self.segments:
             local = offset - seg.base_offset
-            index = bisect_left(seg.positions, local) if inclusive else bisect_right(
-                seg.positions, local)
+            index = (
+                bisect_left(seg.positions, local)
+                if inclusive
+                else bisect_right(seg.positions, local)
+            )
             if index < len(seg.positions):
                 return seg.base_seq + index
         return self.next_seq

@@ -9,9 +9,10 @@ import statistics
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
 
 import ipywidgets as widgets
 
@@ -19,7 +20,10 @@ from streamlab.widgets._throttle import Throttle
 
 #: Badge colour per status; ``None`` is a machine the board has no transition for yet.
 COLOURS: dict[str | None, str] = {
-    None: "#9e9e9e", "Initializing": "#1e88e5", "Healthy": "#43a047", "Unhealthy": "#e53935",
+    None: "#9e9e9e",
+    "Initializing": "#1e88e5",
+    "Healthy": "#43a047",
+    "Unhealthy": "#e53935",
 }
 
 
@@ -51,7 +55,7 @@ def to_epoch(value: Any) -> float | None:
         return value.timestamp()
     if isinstance(value, str):
         parsed = datetime.fromisoformat(value)
-        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
     number = float(value)
     return number / 1000 if number > 1e11 else number
 
@@ -59,7 +63,7 @@ def to_epoch(value: Any) -> float | None:
 def _clock_text(epoch: float | None) -> str:
     if epoch is None:
         return ""
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%H:%M:%S.%f")[:-3] + " UTC"
+    return datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%S.%f")[:-3] + " UTC"
 
 
 def _natural(name: str) -> list:
@@ -87,8 +91,9 @@ class StatusBoard:
     mentioned yet show grey.
     """
 
-    def __init__(self, *, fleet: Any = None, log_size: int = 50,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, *, fleet: Any = None, log_size: int = 50, clock: Callable[[], float] = time.time
+    ) -> None:
         self._clock = clock
         self._lock = threading.RLock()  # feeds, the fleet's thread and the kernel all update
         self._machines: dict[str, tuple[str | None, float | None]] = {}
@@ -102,8 +107,7 @@ class StatusBoard:
         self.latency = widgets.HTML("Latency: no transition yet")
         self.info = widgets.HTML()
         self.log = widgets.HTML()
-        self.widget = widgets.VBox([self.badges, widgets.HBox([self.latency, self.info]),
-                                    self.log])
+        self.widget = widgets.VBox([self.badges, widgets.HBox([self.latency, self.info]), self.log])
         self.widget.add_class("streamlab-status-board")
         self.fleet = fleet
         if fleet is not None:
@@ -125,19 +129,26 @@ class StatusBoard:
         with self._lock:
             for row in rows:
                 transition = Transition(
-                    machine_name=str(_field(row, "machine_name")), status=_field(row, "status"),
+                    machine_name=str(_field(row, "machine_name")),
+                    status=_field(row, "status"),
                     previous_status=_field(row, "previous_status"),
                     changed_at=_change_time(row),
-                    seen_at=seen_at)
+                    seen_at=seen_at,
+                )
                 applied.append(transition)
                 self._log.appendleft(transition)
                 if measure and transition.latency is not None:
                     self._latencies.append(transition.latency)
                 _, current_at = self._machines.get(transition.machine_name, (None, None))
-                if (current_at is None or transition.changed_at is None
-                        or transition.changed_at >= current_at):
-                    self._machines[transition.machine_name] = (transition.status,
-                                                               transition.changed_at)
+                if (
+                    current_at is None
+                    or transition.changed_at is None
+                    or transition.changed_at >= current_at
+                ):
+                    self._machines[transition.machine_name] = (
+                        transition.status,
+                        transition.changed_at,
+                    )
                     self._render_badge(transition.machine_name)
             if applied:
                 self._render_log()
@@ -160,9 +171,16 @@ class StatusBoard:
         with self._lock:
             return list(self._log)
 
-    def wait_for(self, what: str, done: Callable[[dict[str, str | None]], bool], *,
-                 timeout: float, query: Any = None, hint: str = "",
-                 note_every: float = 10.0) -> None:
+    def wait_for(
+        self,
+        what: str,
+        done: Callable[[dict[str, str | None]], bool],
+        *,
+        timeout: float,
+        query: Any = None,
+        hint: str = "",
+        note_every: float = 10.0,
+    ) -> None:
         """Block until ``done(board.statuses)`` holds.
 
         For notebook cells that script what a learner would click: prints ``what`` and the
@@ -178,8 +196,10 @@ class StatusBoard:
                 raise RuntimeError(f"the query feeding the board stopped: {query.exception()}")
             waited = time.monotonic() - began
             if waited > timeout:
-                raise TimeoutError(f"waited {timeout:.0f} s for {what}; the board shows "
-                                   f"{self.describe()}. {hint}".rstrip())
+                raise TimeoutError(
+                    f"waited {timeout:.0f} s for {what}; the board shows "
+                    f"{self.describe()}. {hint}".rstrip()
+                )
             if time.monotonic() >= note_at:
                 print(f"   ... {waited:.0f} s, waiting for {what}: {self.describe()}", flush=True)
                 note_at += note_every
@@ -189,8 +209,12 @@ class StatusBoard:
     def describe(self) -> str:
         """The statuses as one line: ``Producer 1: Healthy, Producer 2: unknown``."""
         statuses = self.statuses
-        return ", ".join(f"{name}: {statuses[name] or 'unknown'}"
-                         for name in sorted(statuses, key=_natural)) or "no machines"
+        return (
+            ", ".join(
+                f"{name}: {statuses[name] or 'unknown'}" for name in sorted(statuses, key=_natural)
+            )
+            or "no machines"
+        )
 
     # -- feeds ------------------------------------------------------------------------------
 
@@ -216,14 +240,21 @@ class StatusBoard:
 
         self._start_feed(f"table {table_name}", poll, interval)
 
-    def follow_eventhub(self, connection_string: str, eventhub: str = "status", *,
-                        consumer_group: str = "$Default", starting_position: Any = "-1") -> None:
+    def follow_eventhub(
+        self,
+        connection_string: str,
+        eventhub: str = "status",
+        *,
+        consumer_group: str = "$Default",
+        starting_position: Any = "-1",
+    ) -> None:
         """Receive JSON transition bodies from ``eventhub`` (from the start, by default)."""
         from azure.eventhub import EventHubConsumerClient
 
         extra = {} if "EntityPath=" in connection_string else {"eventhub_name": eventhub}
         client = EventHubConsumerClient.from_connection_string(
-            connection_string, consumer_group=consumer_group, **extra)
+            connection_string, consumer_group=consumer_group, **extra
+        )
         since = self._clock()
         ignored = 0
 
@@ -251,8 +282,12 @@ class StatusBoard:
         def receive() -> None:
             # receive_batch, not receive: the sync one-event API waits on idle partitions.
             try:
-                client.receive_batch(on_event_batch=on_batch, on_error=on_error,
-                                     starting_position=starting_position, max_batch_size=100)
+                client.receive_batch(
+                    on_event_batch=on_batch,
+                    on_error=on_error,
+                    starting_position=starting_position,
+                    max_batch_size=100,
+                )
             except Exception as error:  # the thread would die silently otherwise
                 on_error(None, error)
 
@@ -320,32 +355,37 @@ class StatusBoard:
             badge.value = (
                 f'<div style="background:{colour};color:white;border-radius:6px;'
                 'padding:4px 10px;min-width:10em;line-height:1.4">'
-                f'<b>{html.escape(name)}</b><br>{html.escape(status or "unknown")}<br>'
-                f'<small>{since}</small></div>')
+                f"<b>{html.escape(name)}</b><br>{html.escape(status or 'unknown')}<br>"
+                f"<small>{since}</small></div>"
+            )
             # Classes let a browser test (or CSS) find a badge's state without reading colours.
             badge._dom_classes = ("streamlab-badge", f"streamlab-{(status or 'unknown').lower()}")
         if new:  # painted first, so it never shows up blank
-            self.badges.children = tuple(self._badges[n]
-                                         for n in sorted(self._badges, key=_natural))
+            self.badges.children = tuple(
+                self._badges[n] for n in sorted(self._badges, key=_natural)
+            )
 
     def _render_log(self) -> None:
         lines = [
             f"{_clock_text(t.changed_at) or '?':>16}  {html.escape(t.machine_name)}: "
             f"{html.escape(str(t.previous_status))} &rarr; {html.escape(str(t.status))}"
-            for t in self._log]
+            for t in self._log
+        ]
         self.log.value = (
             '<div style="max-height:12em;overflow-y:auto;font-family:monospace;'
             'font-size:90%;white-space:pre">'
-            + ("\n".join(lines) or "No transitions yet.") + "</div>")
+            + ("\n".join(lines) or "No transitions yet.")
+            + "</div>"
+        )
 
     def _render_latency(self) -> None:
         if not self._latencies:
             return
         last, median = self._latencies[-1], statistics.median(self._latencies)
-        self.latency.value = (f"Latency: last <b>{last:.2f} s</b>, median {median:.2f} s "
-                              f"of {len(self._latencies)}")
+        self.latency.value = (
+            f"Latency: last <b>{last:.2f} s</b>, median {median:.2f} s of {len(self._latencies)}"
+        )
 
     def _say(self, text: str, error: bool = False) -> None:
         colour = "#c62828" if error else "#777"
-        self.info.value = (f'<span style="color:{colour};margin-left:1em">'
-                           f'{html.escape(text)}</span>')
+        self.info.value = f'<span style="color:{colour};margin-left:1em">{html.escape(text)}</span>'

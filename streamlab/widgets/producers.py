@@ -33,8 +33,9 @@ class ProducerPanel:
     own the fleet: :meth:`close` removes the controls, ``fleet.stop()`` stops the sending.
     """
 
-    def __init__(self, fleet: Fleet, *, late_seconds: float = 60.0,
-                 refresh_interval: float = 0.25) -> None:
+    def __init__(
+        self, fleet: Fleet, *, late_seconds: float = 60.0, refresh_interval: float = 0.25
+    ) -> None:
         self.fleet = fleet
         self.late_seconds = late_seconds
         self.rows: dict[str, ProducerRow] = {}
@@ -44,23 +45,43 @@ class ProducerPanel:
 
         fit = widgets.Layout(width="auto")  # the default width cuts the labels short
         wide_label = {"description_width": "initial"}
-        self.add_button = widgets.Button(description="Add producer", icon="plus",
-                                         button_style="primary", layout=fit)
-        self.rate = widgets.FloatSlider(value=1.0, min=0.2, max=10.0, step=0.1,
-                                        description="Heartbeats/s", readout_format=".1f",
-                                        continuous_update=False, style=wide_label)
+        self.add_button = widgets.Button(
+            description="Add producer", icon="plus", button_style="primary", layout=fit
+        )
+        self.rate = widgets.FloatSlider(
+            value=1.0,
+            min=0.2,
+            max=10.0,
+            step=0.1,
+            description="Heartbeats/s",
+            readout_format=".1f",
+            continuous_update=False,
+            style=wide_label,
+        )
         # "" rather than None: a Dropdown treats the value None as "nothing selected".
-        self.sender = widgets.Dropdown(options=[(FIRST_RUNNING, "")], value="",
-                                       description="Send from", style=wide_label,
-                                       layout=widgets.Layout(width="16em"))
-        self.bad_kind = widgets.Dropdown(options=list(MALFORMED), value="not-json",
-                                         description="bad event", style=wide_label,
-                                         layout=widgets.Layout(width="14em"))
-        self.bad_button = widgets.Button(description="Send bad event", icon="bug",
-                                         button_style="warning", layout=fit)
-        self.late_button = widgets.Button(description="Send late event", icon="clock-o",
-                                          tooltip=f"a heartbeat {late_seconds:g} s in the past",
-                                          layout=fit)
+        self.sender = widgets.Dropdown(
+            options=[(FIRST_RUNNING, "")],
+            value="",
+            description="Send from",
+            style=wide_label,
+            layout=widgets.Layout(width="16em"),
+        )
+        self.bad_kind = widgets.Dropdown(
+            options=list(MALFORMED),
+            value="not-json",
+            description="bad event",
+            style=wide_label,
+            layout=widgets.Layout(width="14em"),
+        )
+        self.bad_button = widgets.Button(
+            description="Send bad event", icon="bug", button_style="warning", layout=fit
+        )
+        self.late_button = widgets.Button(
+            description="Send late event",
+            icon="clock-o",
+            tooltip=f"a heartbeat {late_seconds:g} s in the past",
+            layout=fit,
+        )
         self.counter = widgets.HTML(layout=widgets.Layout(margin="0 0 0 1em"))
         self.message = widgets.HTML()
         self.producers = widgets.VBox()
@@ -68,15 +89,18 @@ class ProducerPanel:
         self.add_button.on_click(lambda _: self._act(self._add))
         self.bad_button.on_click(lambda _: self._act(self._send_bad))
         self.late_button.on_click(lambda _: self._act(self._send_late))
-        self.rate.observe(lambda change: self._act(lambda: self.fleet.set_rate(change["new"])),
-                          names="value")
+        self.rate.observe(
+            lambda change: self._act(lambda: self.fleet.set_rate(change["new"])), names="value"
+        )
 
-        self.widget = widgets.VBox([
-            widgets.HBox([self.add_button, self.rate, self.counter]),
-            self.producers,
-            widgets.HBox([self.sender, self.bad_kind, self.bad_button, self.late_button]),
-            self.message,
-        ])
+        self.widget = widgets.VBox(
+            [
+                widgets.HBox([self.add_button, self.rate, self.counter]),
+                self.producers,
+                widgets.HBox([self.sender, self.bad_kind, self.bad_button, self.late_button]),
+                self.message,
+            ]
+        )
         self.widget.add_class("streamlab-producer-panel")
         self._throttle = Throttle(self.refresh, refresh_interval)
         self._unsubscribe = fleet.on_change(self._on_fleet_change)
@@ -104,7 +128,8 @@ class ProducerPanel:
                 self.producers.children = tuple(row.box for row in self.rows.values())
             self.counter.value = f"Events sent: <b>{self.fleet.events_sent}</b>"
             choices = [(FIRST_RUNNING, "")] + [
-                (m.name, m.name) for m in machines if m.state != KILLED]
+                (m.name, m.name) for m in machines if m.state != KILLED
+            ]
             if list(self.sender.options) != choices:
                 chosen = self.sender.value
                 keep = chosen if (chosen, chosen) in choices else ""
@@ -128,8 +153,18 @@ class ProducerPanel:
         for row in self.rows.values():
             for widget in (row.pause, row.kill, row.sent, row.box):
                 widget.close()
-        for widget in (self.add_button, self.rate, self.sender, self.bad_kind, self.bad_button,
-                       self.late_button, self.counter, self.message, self.producers, self.widget):
+        for widget in (
+            self.add_button,
+            self.rate,
+            self.sender,
+            self.bad_kind,
+            self.bad_button,
+            self.late_button,
+            self.counter,
+            self.message,
+            self.producers,
+            self.widget,
+        ):
             widget.close()
 
     def _on_fleet_change(self) -> None:
@@ -138,10 +173,15 @@ class ProducerPanel:
 
     def _new_row(self, name: str) -> ProducerRow:
         label = widgets.Label(name, layout=widgets.Layout(width="9em"))
-        pause = widgets.ToggleButton(value=False, description="Pause", icon="pause",
-                                     layout=widgets.Layout(width="7em"))
-        kill = widgets.Button(description="Kill", icon="times", button_style="danger",
-                              layout=widgets.Layout(width="6em"))
+        pause = widgets.ToggleButton(
+            value=False, description="Pause", icon="pause", layout=widgets.Layout(width="7em")
+        )
+        kill = widgets.Button(
+            description="Kill",
+            icon="times",
+            button_style="danger",
+            layout=widgets.Layout(width="6em"),
+        )
         sent = widgets.Label("0 sent")
         pause.observe(lambda change: self._toggled(name, change["new"]), names="value")
         kill.on_click(lambda _: self._act(lambda: self.fleet.kill(name)))

@@ -8,13 +8,13 @@ import time
 import pytest
 from azure.eventhub import EventData, EventHubConsumerClient
 from azure.eventhub.exceptions import EventHubError
-
 from eventhub_clients import Receiver, producer, send, wait_for
+
 from streamlab.hub import Hub
 
 
 def test_eventhub_and_partition_properties(tmp_path):
-    before = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=1)
+    before = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)
     with Hub(data_dir=tmp_path, eventhubs={"orders": 3, "status": 1}, port=0) as hub:
         with producer(hub.connection_string, "orders") as client:
             props = client.get_eventhub_properties()
@@ -25,12 +25,13 @@ def test_eventhub_and_partition_properties(tmp_path):
             client.send_batch(batch)
             full = client.get_partition_properties("1")
         consumer = EventHubConsumerClient.from_connection_string(
-            hub.connection_string_for("status"), consumer_group="$Default")
+            hub.connection_string_for("status"), consumer_group="$Default"
+        )
         with consumer:  # EntityPath in the connection string names the hub
             status = consumer.get_eventhub_properties()
     assert props["eventhub_name"] == "orders"
     assert props["partition_ids"] == ["0", "1", "2"]
-    assert before <= props["created_at"] <= datetime.datetime.now(datetime.timezone.utc)
+    assert before <= props["created_at"] <= datetime.datetime.now(datetime.UTC)
     assert empty["is_empty"] is True
     assert empty["last_enqueued_sequence_number"] == -1
     assert empty["beginning_sequence_number"] == 0
@@ -72,8 +73,12 @@ def test_unknown_partition_raises_promptly(conn_str):
 def test_runtime_metrics_for_tracking_consumers(conn_str):
     """track_last_enqueued_event_properties: the emulator adds the delivery annotations."""
     send(conn_str, [f"m{i}" for i in range(3)], partition_id="0")
-    with Receiver(conn_str, partition_id="0", starting_position="-1",
-                  track_last_enqueued_event_properties=True) as receiver:
+    with Receiver(
+        conn_str,
+        partition_id="0",
+        starting_position="-1",
+        track_last_enqueued_event_properties=True,
+    ) as receiver:
         events = receiver.wait_count(3)
         info = receiver.last_enqueued["0"]
     assert info["sequence_number"] == 2

@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 from azure.eventhub import EventData
-
 from eventhub_clients import DEADLINE, Receiver, port_of, producer, receive, wait_for
+
 from streamlab.hub import start_subprocess
 from streamlab.hub.__main__ import parse_args
 
-CONN_STR = re.compile(r"Endpoint=sb://127\.0\.0\.1:(\d+);SharedAccessKeyName=[^;]+;"
-                      r"SharedAccessKey=[^;]+;UseDevelopmentEmulator=true")
+CONN_STR = re.compile(
+    r"Endpoint=sb://127\.0\.0\.1:(\d+);SharedAccessKeyName=[^;]+;"
+    r"SharedAccessKey=[^;]+;UseDevelopmentEmulator=true"
+)
 
 
 def _last_sequence_numbers(conn_str: str, partitions: int = 4) -> dict[str, int]:
@@ -56,7 +58,7 @@ def test_kill_9_loses_no_acknowledged_event_and_sequence_numbers_continue(tmp_pa
                     client.send_batch(batch)
                     acked.extend(bodies)  # only after the emulator acknowledged it
                     n += 10
-        except Exception:  # noqa: BLE001 - the emulator was killed under it: expected
+        except Exception:
             pass
 
     sender = threading.Thread(target=keep_sending, daemon=True)
@@ -85,8 +87,9 @@ def test_kill_9_loses_no_acknowledged_event_and_sequence_numbers_continue(tmp_pa
     assert len(bodies) == len(set(bodies))  # nothing duplicated
     assert set(acked) <= set(bodies)  # nothing acknowledged was lost
     for partition in last:
-        seqs = [e.sequence_number
-                for e, p in zip(events, partitions, strict=True) if p == partition]
+        seqs = [
+            e.sequence_number for e, p in zip(events, partitions, strict=True) if p == partition
+        ]
         assert seqs == list(range(last[partition] + 1))  # no gap, no repeat
         assert continued[partition] == last[partition] + 1  # numbering continues
 
@@ -129,29 +132,50 @@ def test_signal_stops_cleanly(tmp_path, sig):
 
 
 def test_command_line_options(tmp_path):
-    hub = start_subprocess(data_dir=tmp_path / "a", eventhubs={"orders": 3, "audit": 1},
-                           extra_args=["--retention-hours", "1", "--retention-mb", "8",
-                                       "--segment-mb", "1"])
+    hub = start_subprocess(
+        data_dir=tmp_path / "a",
+        eventhubs={"orders": 3, "audit": 1},
+        extra_args=["--retention-hours", "1", "--retention-mb", "8", "--segment-mb", "1"],
+    )
     try:
         assert CONN_STR.fullmatch(hub.connection_string)
         with producer(hub.connection_string, "orders") as client:
             assert client.get_eventhub_properties()["partition_ids"] == ["0", "1", "2"]
         # A second emulator on the same data directory refuses to start.
         second = subprocess.run(
-            [sys.executable, "-m", "streamlab.hub", "--port", "0", "--data-dir",
-             str(tmp_path / "a")], capture_output=True, text=True, timeout=DEADLINE,
-            env=_env())
+            [
+                sys.executable,
+                "-m",
+                "streamlab.hub",
+                "--port",
+                "0",
+                "--data-dir",
+                str(tmp_path / "a"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+            env=_env(),
+        )
         assert second.returncode == 1 and "another emulator" in second.stderr
     finally:
         hub.stop()
-    bad = subprocess.run([sys.executable, "-m", "streamlab.hub", "--eventhub", "nocount"],
-                         capture_output=True, text=True, timeout=DEADLINE, env=_env())
+    bad = subprocess.run(
+        [sys.executable, "-m", "streamlab.hub", "--eventhub", "nocount"],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        env=_env(),
+    )
     assert bad.returncode == 2 and "NAME:PARTITIONS" in bad.stderr
 
 
 def test_a_hub_beyond_loopback_says_so_and_uses_the_key_given(tmp_path):
-    hub = start_subprocess(data_dir=tmp_path / "a", host="0.0.0.0",
-                           extra_args=["--key-name", "Course", "--key", "s3cret"])
+    hub = start_subprocess(
+        data_dir=tmp_path / "a",
+        host="0.0.0.0",
+        extra_args=["--key-name", "Course", "--key", "s3cret"],
+    )
     try:
         assert "SharedAccessKeyName=Course;SharedAccessKey=s3cret;" in hub.connection_string
         with producer(hub.connection_string) as client:
@@ -164,8 +188,13 @@ def test_a_hub_beyond_loopback_says_so_and_uses_the_key_given(tmp_path):
         assert "pass --key" in open_hub.output()
     with start_subprocess(data_dir=tmp_path / "c") as local:
         assert "beyond this machine" not in local.output()
-    bad = subprocess.run([sys.executable, "-m", "streamlab.hub", "--key", "a;b"],
-                         capture_output=True, text=True, timeout=DEADLINE, env=_env())
+    bad = subprocess.run(
+        [sys.executable, "-m", "streamlab.hub", "--key", "a;b"],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        env=_env(),
+    )
     assert bad.returncode == 1 and "contain no ';'" in bad.stderr
 
 
@@ -173,11 +202,15 @@ def test_defaults_bind_loopback_with_the_course_hubs():
     args = parse_args([])
     assert args.host == "127.0.0.1" and args.port == 5672 and args.eventhub is None
     from streamlab.hub import DEFAULT_EVENTHUBS
+
     assert DEFAULT_EVENTHUBS == {"heartbeats": 4, "status": 1}
 
 
 def _env() -> dict:
     import os
+
     root = str(Path(__file__).resolve().parents[2])
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
+    return dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
+    )

@@ -12,11 +12,18 @@ import struct
 import threading
 
 from azure.eventhub import EventData
-
 from eventhub_clients import (
-    DEADLINE, RawClient, Receiver, annotations, port_of, producer, receive, wait_for,
+    DEADLINE,
+    RawClient,
+    Receiver,
+    annotations,
+    port_of,
+    producer,
+    receive,
+    wait_for,
 )
 from raw_cbs import put_token, token_for
+
 from streamlab.hub import frames
 from streamlab.hub.codec import Symbol
 
@@ -35,8 +42,10 @@ def _raw(conn_str: str) -> RawClient:
 def test_link_credit_is_respected_exactly(conn_str):
     client = _raw(conn_str)
     try:
-        assert client.publish("heartbeats/Partitions/0", [b"e%d" % i for i in range(20)]) \
+        assert (
+            client.publish("heartbeats/Partitions/0", [b"e%d" % i for i in range(20)])
             == [frames.accepted()] * 20
+        )
         attach = client.attach_receiver(CONSUMER.format(0), EVERYTHING)
         assert attach.get(9) == 0 and attach.get(5) is not None  # initial count, source
         server_handle = attach.get(1)
@@ -85,9 +94,9 @@ def test_drain_uses_up_credit_when_nothing_is_left(conn_str):
 def test_unknown_entities_get_an_amqp_error_and_the_connection_survives(conn_str):
     client = _raw(conn_str)
     try:
-        for handle, address in enumerate([
-                "amqp://127.0.0.1/nope/ConsumerGroups/$Default/Partitions/0",
-                CONSUMER.format(9)]):
+        for handle, address in enumerate(
+            ["amqp://127.0.0.1/nope/ConsumerGroups/$Default/Partitions/0", CONSUMER.format(9)]
+        ):
             attach = client.attach_receiver(address, EVERYTHING, handle=handle)
             assert attach.get(5) is None  # no source: the link could not be created
             detach = client.expect(frames.DETACH)
@@ -106,20 +115,25 @@ def test_exclusive_receivers_follow_epoch_rules(conn_str):
     epoch = {Symbol("com.microsoft:epoch"): 1}
     first, second = _raw(conn_str), _raw(conn_str)
     try:
-        assert first.attach_receiver(CONSUMER.format(0), EVERYTHING, properties=epoch
-                                     ).get(5) is not None
-        second.attach_receiver(CONSUMER.format(0), EVERYTHING,
-                               properties={Symbol("com.microsoft:epoch"): 2})
+        assert (
+            first.attach_receiver(CONSUMER.format(0), EVERYTHING, properties=epoch).get(5)
+            is not None
+        )
+        second.attach_receiver(
+            CONSUMER.format(0), EVERYTHING, properties={Symbol("com.microsoft:epoch"): 2}
+        )
         stolen = first.expect(frames.DETACH)
         assert stolen.get(2).value[0] == "amqp:link:stolen"
         for handle, properties in ((1, epoch), (2, None)):
-            refused = first.attach_receiver(CONSUMER.format(0), EVERYTHING, handle=handle,
-                                            properties=properties)
+            refused = first.attach_receiver(
+                CONSUMER.format(0), EVERYTHING, handle=handle, properties=properties
+            )
             assert refused.get(5) is None
             assert first.expect(frames.DETACH).get(2).value[0] == "amqp:link:stolen"
         # Another consumer group is not affected.
-        other = first.attach_receiver(CONSUMER.format(0).replace("$Default", "other"),
-                                      EVERYTHING, handle=3)
+        other = first.attach_receiver(
+            CONSUMER.format(0).replace("$Default", "other"), EVERYTHING, handle=3
+        )
         assert other.get(5) is not None
     finally:
         first.close()
@@ -133,8 +147,7 @@ def test_malformed_event_is_rejected_not_fatal(conn_str):
         client.transfer(1, 0, b"\x00\x53\x75\xa0\xff")  # a data section cut short
         outcome = client.expect(frames.DISPOSITION).get(4)
         assert outcome.descriptor == frames.REJECTED
-        assert client.publish("heartbeats/Partitions/2", [b"fine"], handle=2) == \
-            [frames.accepted()]
+        assert client.publish("heartbeats/Partitions/2", [b"fine"], handle=2) == [frames.accepted()]
     finally:
         client.close()
 
@@ -144,13 +157,13 @@ def _hostile_connections(port: int, seed: int) -> None:
     rng = random.Random(seed)
     amqp_then_open = frames.AMQP_HEADER + frames.open_frame("x", 65536, 1)
     payloads = [
-        bytes(rng.randrange(256) for _ in range(2000)),                 # noise
+        bytes(rng.randrange(256) for _ in range(2000)),  # noise
         frames.AMQP_HEADER + bytes(rng.randrange(256) for _ in range(500)),
         frames.SASL_HEADER + b"\x00\x00\x00\x10\x02\x01\x00\x00garbage!",
-        amqp_then_open + struct.pack(">IBBH", 2 ** 31, 2, 0, 0),       # absurd frame size
-        amqp_then_open + frames.begin_frame(0, 0, 0, 10, 10, 10)[:9],   # half a frame
+        amqp_then_open + struct.pack(">IBBH", 2**31, 2, 0, 0),  # absurd frame size
+        amqp_then_open + frames.begin_frame(0, 0, 0, 10, 10, 10)[:9],  # half a frame
         amqp_then_open + b"\x00\x00\x00\x0c\x02\x00\x00\x00\x00\x53\x99\x45",  # unknown code
-        b"",                                                            # connect, leave
+        b"",  # connect, leave
     ]
     for payload in payloads:
         with socket.create_connection(("127.0.0.1", port), timeout=DEADLINE) as sock:
@@ -174,7 +187,7 @@ def test_garbage_clients_while_a_producer_keeps_sending(conn_str):
                 try:
                     client.send_batch(batch)
                     sent.extend(f"steady {i}" for i in range(n - 20, n))
-                except Exception as exc:  # noqa: BLE001 - recorded and asserted below
+                except Exception as exc:
                     failures.append(exc)
 
     thread = threading.Thread(target=keep_sending, daemon=True)

@@ -7,15 +7,16 @@ import collections
 
 from azure.eventhub import EventData
 from azure.eventhub.aio import EventHubConsumerClient, EventHubProducerClient
-
 from eventhub_clients import DEADLINE
+
 from streamlab.hub import partition_for_key
 
 
 async def _produce(conn_str: str, name: str, count: int) -> None:
     """One producer: keyed batches, single keyed events, and events to a partition."""
     async with EventHubProducerClient.from_connection_string(
-            conn_str, eventhub_name="heartbeats") as client:
+        conn_str, eventhub_name="heartbeats"
+    ) as client:
         for start in range(0, count, 50):
             batch = await client.create_batch(partition_key=name)
             for i in range(start, start + 50):
@@ -35,7 +36,8 @@ async def _consume(conn_str: str, count: int, **kwargs) -> list[tuple[str, objec
             done.set()
 
     client = EventHubConsumerClient.from_connection_string(
-        conn_str, consumer_group="$Default", eventhub_name="heartbeats")
+        conn_str, consumer_group="$Default", eventhub_name="heartbeats"
+    )
     task = asyncio.create_task(client.receive_batch(on_event_batch=on_batch, **kwargs))
     try:
         await asyncio.wait_for(done.wait(), DEADLINE)
@@ -63,7 +65,8 @@ def test_concurrent_async_producers_and_consumer(conn_str):
         consumer = asyncio.create_task(_consume(conn_str, 4 * 502, starting_position="-1"))
         await asyncio.gather(*(_produce(conn_str, name, 500) for name in names))
         async with EventHubProducerClient.from_connection_string(
-                conn_str, eventhub_name="heartbeats") as client:
+            conn_str, eventhub_name="heartbeats"
+        ) as client:
             partitions = [await client.get_partition_properties(p) for p in ("0", "1", "2", "3")]
         return await consumer, partitions
 
@@ -91,7 +94,8 @@ def test_concurrent_async_producers_and_consumer(conn_str):
 def test_async_consumer_from_sequence_number_and_properties(conn_str):
     async def scenario() -> tuple[dict, dict, list]:
         async with EventHubProducerClient.from_connection_string(
-                conn_str, eventhub_name="status") as client:
+            conn_str, eventhub_name="status"
+        ) as client:
             await client.send_batch([EventData(f"s{i}") for i in range(6)])
             hub_props = await client.get_eventhub_properties()
             part_props = await client.get_partition_properties("0")
@@ -114,10 +118,16 @@ async def _consume_status(conn_str: str) -> list:
             done.set()
 
     client = EventHubConsumerClient.from_connection_string(
-        conn_str, consumer_group="$Default", eventhub_name="status")
-    task = asyncio.create_task(client.receive(
-        on_event=on_event, partition_id="0", starting_position=2,
-        starting_position_inclusive=True))
+        conn_str, consumer_group="$Default", eventhub_name="status"
+    )
+    task = asyncio.create_task(
+        client.receive(
+            on_event=on_event,
+            partition_id="0",
+            starting_position=2,
+            starting_position_inclusive=True,
+        )
+    )
     try:
         await asyncio.wait_for(done.wait(), DEADLINE)
     finally:

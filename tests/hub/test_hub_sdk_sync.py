@@ -14,15 +14,20 @@ import subprocess
 import sys
 
 from azure.eventhub import EventData
-
 from eventhub_clients import (
-    Receiver, producer, receive, receive_concurrently, send, wait_for,
+    Receiver,
+    producer,
+    receive,
+    receive_concurrently,
+    send,
+    wait_for,
 )
+
 from streamlab.hub import partition_for_key
 
 
 def test_batch_events_arrive_unchanged_with_broker_annotations(conn_str):
-    sent_at = datetime.datetime.now(datetime.timezone.utc)
+    sent_at = datetime.datetime.now(datetime.UTC)
     with producer(conn_str) as client:
         batch = client.create_batch(partition_id="2")
         for i in range(5):
@@ -66,8 +71,9 @@ def test_routing_by_partition_id_by_key_and_round_robin(conn_str):
         client.send_event(EventData("to partition 1"), partition_id="1")
     with Receiver(conn_str, starting_position="-1") as receiver:
         receiver.wait_count(13)
-        placed = dict(zip([e.body_as_str() for e in receiver.events], receiver.partitions,
-                          strict=True))
+        placed = dict(
+            zip([e.body_as_str() for e in receiver.events], receiver.partitions, strict=True)
+        )
         keys = {e.body_as_str(): e.partition_key for e in receiver.events}
     assert {placed[f"keyed {i}"] for i in range(3)} | {placed["keyed batch"]} == {keyed_partition}
     assert all(keys[b] == key.encode() for b in ("keyed 0", "keyed 1", "keyed 2", "keyed batch"))
@@ -77,13 +83,18 @@ def test_routing_by_partition_id_by_key_and_round_robin(conn_str):
 
 def test_partition_key_hash_is_stable_across_processes():
     """Python's hash() is salted per process; the routing hash must not be."""
-    code = ("from streamlab.hub import partition_for_key;"
-            "print([partition_for_key(f'machine-{i}', 4) for i in range(50)])")
+    code = (
+        "from streamlab.hub import partition_for_key;"
+        "print([partition_for_key(f'machine-{i}', 4) for i in range(50)])"
+    )
     outputs = set()
     for seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=seed)
-        outputs.add(subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                                   capture_output=True, text=True).stdout)
+        outputs.add(
+            subprocess.run(
+                [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
+            ).stdout
+        )
     assert outputs == {str([partition_for_key(f"machine-{i}", 4) for i in range(50)]) + "\n"}
 
 
@@ -117,10 +128,13 @@ def test_ten_thousand_events_hundred_keys_exactly_once_in_order(conn_str):
 
 def test_small_prefetch_and_second_consumer_group(conn_str):
     send(conn_str, [f"p{i}" for i in range(40)], partition_id="3")
-    one_credit, other_group = receive_concurrently(conn_str, [
-        (40, {"partition_id": "3", "starting_position": "-1", "prefetch": 1}),
-        (40, {"partition_id": "3", "starting_position": "-1", "consumer_group": "analytics"}),
-    ])
+    one_credit, other_group = receive_concurrently(
+        conn_str,
+        [
+            (40, {"partition_id": "3", "starting_position": "-1", "prefetch": 1}),
+            (40, {"partition_id": "3", "starting_position": "-1", "consumer_group": "analytics"}),
+        ],
+    )
     expected = [f"p{i}" for i in range(40)]
     assert [e.body_as_str() for e in one_credit] == expected
     assert [e.body_as_str() for e in other_group] == expected
@@ -132,21 +146,38 @@ def test_every_starting_position_kind(conn_str):
         client.send_batch([EventData(f"first {i}") for i in range(5)], partition_id="0")
         first = client.get_partition_properties("0")  # describes event 4, the last sent
         # The second batch must get a later millisecond: poll the clock, no fixed sleep.
-        wait_for(lambda: datetime.datetime.now(datetime.timezone.utc) >
-                 first["last_enqueued_time_utc"] + datetime.timedelta(milliseconds=2),
-                 what="the clock to move")
+        wait_for(
+            lambda: (
+                datetime.datetime.now(datetime.UTC)
+                > first["last_enqueued_time_utc"] + datetime.timedelta(milliseconds=2)
+            ),
+            what="the clock to move",
+        )
         client.send_batch([EventData(f"second {i}") for i in range(5)], partition_id="0")
     offset_4, time_4 = first["last_enqueued_offset"], first["last_enqueued_time_utc"]
     cases = [  # (starting position, inclusive, first expected sequence number)
         ("-1", False, 0),
-        (3, False, 4), (3, True, 3),
-        (offset_4, False, 5), (offset_4, True, 4),
-        (time_4, False, 5), (time_4, True, 0),  # the first batch shares one timestamp
+        (3, False, 4),
+        (3, True, 3),
+        (offset_4, False, 5),
+        (offset_4, True, 4),
+        (time_4, False, 5),
+        (time_4, True, 0),  # the first batch shares one timestamp
     ]
-    results = receive_concurrently(conn_str, [
-        (10 - first_seq, {"partition_id": "0", "starting_position": position,
-                          "starting_position_inclusive": inclusive})
-        for position, inclusive, first_seq in cases])
+    results = receive_concurrently(
+        conn_str,
+        [
+            (
+                10 - first_seq,
+                {
+                    "partition_id": "0",
+                    "starting_position": position,
+                    "starting_position_inclusive": inclusive,
+                },
+            )
+            for position, inclusive, first_seq in cases
+        ],
+    )
     bodies = [f"first {i}" for i in range(5)] + [f"second {i}" for i in range(5)]
     assert results[0][4].offset == offset_4
     for (position, inclusive, first_seq), got in zip(cases, results, strict=True):
@@ -157,13 +188,13 @@ def test_every_starting_position_kind(conn_str):
 
 def test_starting_position_latest_sees_only_new_events(conn_str):
     send(conn_str, ["old"] * 5, partition_id="0")
-    with Receiver(conn_str, partition_id="0", starting_position="@latest",
-                  prefetch=10) as receiver:
+    with Receiver(conn_str, partition_id="0", starting_position="@latest", prefetch=10) as receiver:
         with producer(conn_str) as client:
             # Keep sending probes until the receiver is attached and gets one.
             def probe() -> bool:
                 client.send_event(EventData("probe"), partition_id="0")
                 return bool(receiver.events)
+
             wait_for(probe, interval=0.1, what="the @latest receiver to get a probe")
         got = [e.body_as_str() for e in receiver.events]
         first_seq = receiver.events[0].sequence_number
@@ -172,13 +203,14 @@ def test_starting_position_latest_sees_only_new_events(conn_str):
 
 def test_enqueued_time_in_the_future_skips_earlier_events(conn_str):
     send(conn_str, ["old"], partition_id="1")
-    future = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(milliseconds=300)
-    with Receiver(conn_str, partition_id="1", starting_position=future,
-                  prefetch=10) as receiver:
+    future = datetime.datetime.now(datetime.UTC) + datetime.timedelta(milliseconds=300)
+    with Receiver(conn_str, partition_id="1", starting_position=future, prefetch=10) as receiver:
         with producer(conn_str) as client:
+
             def later() -> bool:
                 client.send_event(EventData("new"), partition_id="1")
                 return bool(receiver.events)
+
             wait_for(later, interval=0.1, what="an event after the requested time")
         first = receiver.events[0]
     assert first.enqueued_time > future and first.body_as_str() == "new"

@@ -16,12 +16,19 @@ import pytest
 from azure.eventhub import EventData, EventHubProducerClient
 from azure.eventhub.amqp import AmqpAnnotatedMessage
 from azure.eventhub.exceptions import AuthenticationError, ConnectError, EventDataSendError
-
 from eventhub_clients import (
-    DEADLINE, RawClient, Receiver, encoded_event, port_of, producer, receive, send,
+    DEADLINE,
+    RawClient,
+    Receiver,
+    encoded_event,
+    port_of,
+    producer,
+    receive,
+    send,
     wait_for,
 )
 from raw_cbs import put_token, settings_of, token_for
+
 from streamlab.hub import Hub, frames
 from streamlab.hub.links import MAX_MESSAGE_SIZE
 
@@ -49,13 +56,19 @@ def _refused(conn_str: str, eventhub: str = "heartbeats") -> AuthenticationError
 
 def test_delivery_annotations_reach_the_consumer(conn_str):
     message = AmqpAnnotatedMessage(
-        data_body=[b"aa", b"bb"], delivery_annotations={"delann_key": "delann_value"},
-        application_properties={"body_type": "data"})
+        data_body=[b"aa", b"bb"],
+        delivery_annotations={"delann_key": "delann_value"},
+        application_properties={"body_type": "data"},
+    )
     with producer(conn_str) as client:
         client.send_event(message, partition_id="0")
         client.send_event(EventData("plain"), partition_id="0")
-    with Receiver(conn_str, partition_id="0", starting_position="-1",
-                  track_last_enqueued_event_properties=True) as receiver:
+    with Receiver(
+        conn_str,
+        partition_id="0",
+        starting_position="-1",
+        track_last_enqueued_event_properties=True,
+    ) as receiver:
         annotated, plain = receiver.wait_count(2)
     raw = annotated.raw_amqp_message
     assert raw.delivery_annotations[b"delann_key"] == b"delann_value"
@@ -96,11 +109,16 @@ def test_an_expired_or_garbage_token_is_refused(conn_str):
 
 def test_the_printed_connection_string_works_and_entity_path_names_one_hub(hub):
     with EventHubProducerClient.from_connection_string(
-            hub.connection_string_for("status")) as client:
+        hub.connection_string_for("status")
+    ) as client:
         assert client.get_eventhub_properties()["partition_ids"] == ["0"]
         client.send_event(EventData("to status"))
-    assert receive(hub.connection_string, 1, eventhub="status", partition_id="0",
-                   starting_position="-1")[0].body_as_str() == "to status"
+    assert (
+        receive(
+            hub.connection_string, 1, eventhub="status", partition_id="0", starting_position="-1"
+        )[0].body_as_str()
+        == "to status"
+    )
 
 
 def test_a_chosen_key_is_the_only_one_that_works(tmp_path):
@@ -108,8 +126,13 @@ def test_a_chosen_key_is_the_only_one_that_works(tmp_path):
         assert "SharedAccessKeyName=Listener;SharedAccessKey=s3cret;" in hub.connection_string
         with producer(hub.connection_string) as client:
             client.send_event(EventData("ok"))
-        _refused(_with(hub.connection_string, SharedAccessKeyName="RootManageSharedAccessKey",
-                       SharedAccessKey="SAS_KEY_VALUE"))
+        _refused(
+            _with(
+                hub.connection_string,
+                SharedAccessKeyName="RootManageSharedAccessKey",
+                SharedAccessKey="SAS_KEY_VALUE",
+            )
+        )
 
 
 def test_attach_needs_a_token_that_covers_the_entity(conn_str):
@@ -120,17 +143,16 @@ def test_attach_needs_a_token_that_covers_the_entity(conn_str):
         assert attach.get(5) is None
         assert client.expect(frames.DETACH).get(2).value[0] == "amqp:unauthorized-access"
         # A good token for another event hub does not open this one.
-        assert put_token(client, "sb://127.0.0.1/status", token_for(conn_str, "status")
-                         )[0] == 202
+        assert put_token(client, "sb://127.0.0.1/status", token_for(conn_str, "status"))[0] == 202
         assert client.attach_sender("heartbeats", handle=1).get(6) is None
         assert client.expect(frames.DETACH).get(2).value[0] == "amqp:unauthorized-access"
         # A token for the consumer group opens its partitions; a wrong key opens nothing.
         status, description = put_token(
-            client, "sb://127.0.0.1/heartbeats", token_for(conn_str, "heartbeats", key="bad"))
+            client, "sb://127.0.0.1/heartbeats", token_for(conn_str, "heartbeats", key="bad")
+        )
         assert (status, description.split(":")[0]) == (401, "InvalidSignature")
         group = "heartbeats/consumergroups/$default"
-        assert put_token(client, f"sb://127.0.0.1/{group}", token_for(conn_str, group)
-                         )[0] == 202
+        assert put_token(client, f"sb://127.0.0.1/{group}", token_for(conn_str, group))[0] == 202
         assert client.attach_receiver(CONSUMER, handle=2).get(5) is not None
     finally:
         client.close()
@@ -244,7 +266,7 @@ def test_the_advertised_size_is_accepted_and_one_byte_more_is_refused(conn_str):
         def send(size: int, delivery_id: int) -> None:
             payload = encoded_event(b"x" * (size - 8))  # 8 bytes of section header
             assert len(payload) == size
-            chunks = [payload[i:i + 200_000] for i in range(0, size, 200_000)]
+            chunks = [payload[i : i + 200_000] for i in range(0, size, 200_000)]
             for index, chunk in enumerate(chunks):
                 client.transfer(1, delivery_id, chunk, more=index < len(chunks) - 1)
 
@@ -255,8 +277,10 @@ def test_the_advertised_size_is_accepted_and_one_byte_more_is_refused(conn_str):
         assert refused.descriptor == frames.REJECTED
         condition, description, _ = refused.value[0].value
         assert condition == "amqp:link:message-size-exceeded"
-        assert f"size:{MAX_MESSAGE_SIZE + 1} bytes) exceeds the limit ({MAX_MESSAGE_SIZE} " \
+        assert (
+            f"size:{MAX_MESSAGE_SIZE + 1} bytes) exceeds the limit ({MAX_MESSAGE_SIZE} "
             "bytes)" in description
+        )
         send(1000, 2)  # the link stays usable, as on the service
         assert client.expect(frames.DISPOSITION).get(4) == frames.accepted()
     finally:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 
 from azure.eventhub import EventData
-
 from eventhub_clients import producer, receive
+
 from streamlab.hub import Hub, Policy
 from streamlab.hub.storage import HEADER_SIZE, PartitionLog
 
@@ -106,21 +106,30 @@ def test_retention_through_the_sdk(tmp_path):
     with Hub(data_dir=tmp_path, eventhubs={"small": 1}, port=0, policy=policy) as hub:
         with producer(hub.connection_string, "small") as client:
             for start in range(0, 300, 50):
-                client.send_batch([EventData(f"{i:04d}" + "x" * 100)
-                                   for i in range(start, start + 50)])
+                client.send_batch(
+                    [EventData(f"{i:04d}" + "x" * 100) for i in range(start, start + 50)]
+                )
             props = client.get_partition_properties("0")
         begin = props["beginning_sequence_number"]
         assert 0 < begin < 300 and props["last_enqueued_sequence_number"] == 299
-        events = receive(hub.connection_string, 300 - begin, eventhub="small",
-                         partition_id="0", starting_position="-1")
+        events = receive(
+            hub.connection_string,
+            300 - begin,
+            eventhub="small",
+            partition_id="0",
+            starting_position="-1",
+        )
         assert [e.sequence_number for e in events] == list(range(begin, 300))
-    assert sum(f.stat().st_size for f in (tmp_path / "small" / "0").glob("*.log")) \
+    assert (
+        sum(f.stat().st_size for f in (tmp_path / "small" / "0").glob("*.log"))
         <= 8192 + 4096 + 50 * 200
+    )
 
 
 def test_without_positioned_io(tmp_path, monkeypatch):
     """Windows has no os.pread/os.pwrite: the seek-based fallback gives the same log."""
     import os
+
     monkeypatch.delattr(os, "pread")
     monkeypatch.delattr(os, "pwrite")
     log = PartitionLog(tmp_path, Policy())

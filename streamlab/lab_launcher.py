@@ -1,4 +1,4 @@
-"""``python -m streamlab.launch``: the hub and JupyterLab on the labs (what ``nox -s lab`` runs).
+"""``python -m streamlab.lab_launcher``: the hub and JupyterLab on the labs (what ``nox -s lab`` runs).
 
 The notebooks find the hub's connection string with
 :func:`streamlab.hub.course_connection_string`.
@@ -34,8 +34,7 @@ LABS_DIR = REPO_ROOT / "labs"
 APP_SETTINGS_DIR = BUILD_DIR / "jupyterlab-settings"
 #: Defaults the course changes: no "Jupyter news?" question, no update check.
 SETTINGS_OVERRIDES = {
-    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
-                                                    "checkForUpdates": False},
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False},
 }
 #: The course environment's programs (``python``, ``jupyter``, ``nox``).
 COURSE_BIN = Path(sys.executable).parent
@@ -44,14 +43,22 @@ TERMINAL_BIN = BUILD_DIR / "jupyterlab-bin"
 NOXFILE = REPO_ROOT / "noxfile.py"
 
 
-def jupyter_command(port: int, open_browser: bool, token: str | None,
-                    notebook_dir: str | Path = LABS_DIR) -> list[str]:
+def jupyter_command(
+    port: int, open_browser: bool, token: str | None, notebook_dir: str | Path = LABS_DIR
+) -> list[str]:
     """The JupyterLab command line: ``notebook_dir`` (the labs) as its root, on loopback only."""
-    command = [sys.executable, "-m", "jupyter", "lab",
-               f"--notebook-dir={notebook_dir}", "--ServerApp.ip=127.0.0.1",
-               f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-               f"--LabApp.app_settings_dir={APP_SETTINGS_DIR}",
-               f"--ServerApp.terminado_settings=shell_command={_shell_command()}"]
+    command = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        f"--notebook-dir={notebook_dir}",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--LabApp.app_settings_dir={APP_SETTINGS_DIR}",
+        f"--ServerApp.terminado_settings=shell_command={_shell_command()}",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         # Containers and CI machines often run as root; JupyterLab refuses that by default.
         command.append("--allow-root")
@@ -72,8 +79,14 @@ def _shell_command() -> str:
         return shlex.join([shell, "--rcfile", str(TERMINAL_BIN / "bashrc")])
     if Path(shell).name == "zsh":  # zsh reads its rc files from ZDOTDIR: the course's first
         user = os.environ.get("ZDOTDIR") or os.path.expanduser("~")
-        return shlex.join(["/usr/bin/env", f"ZDOTDIR={TERMINAL_BIN / 'zsh'}",
-                           f"STREAMLAB_USER_ZDOTDIR={user}", shell])
+        return shlex.join(
+            [
+                "/usr/bin/env",
+                f"ZDOTDIR={TERMINAL_BIN / 'zsh'}",
+                f"STREAMLAB_USER_ZDOTDIR={user}",
+                shell,
+            ]
+        )
     return shlex.quote(shell)
 
 
@@ -111,8 +124,9 @@ def write_terminal_bin(folder: Path = TERMINAL_BIN) -> Path:
     and the rc files its bash or zsh starts with."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "nox"
-    path.write_text(_NOX.format(python=shlex.quote(sys.executable),
-                                noxfile=shlex.quote(str(NOXFILE))))
+    path.write_text(
+        _NOX.format(python=shlex.quote(sys.executable), noxfile=shlex.quote(str(NOXFILE)))
+    )
     path.chmod(0o755)
     ours = os.pathsep.join([str(TERMINAL_BIN), str(COURSE_BIN)])
     (folder / "bashrc").write_text(_BASHRC.format(path=shlex.quote(ours)))
@@ -134,20 +148,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nox -s lab --", description=__doc__)
     parser.add_argument("--port", type=int, default=8888)
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser tab")
-    parser.add_argument("--token", default=None,
-                        help="fixed access token (default: JupyterLab makes one and prints a link)")
-    parser.add_argument("--notebook-dir", type=Path, default=LABS_DIR,
-                        help="folder to serve (default: the course's labs/)")
-    parser.add_argument("--hub-port", type=int, default=5672,
-                        help="port of the local Event Hubs emulator (0: any free port)")
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="fixed access token (default: JupyterLab makes one and prints a link)",
+    )
+    parser.add_argument(
+        "--notebook-dir",
+        type=Path,
+        default=LABS_DIR,
+        help="folder to serve (default: the course's labs/)",
+    )
+    parser.add_argument(
+        "--hub-port",
+        type=int,
+        default=5672,
+        help="port of the local Event Hubs emulator (0: any free port)",
+    )
     args = parser.parse_args(argv)
 
     write_settings()
     write_terminal_bin()
     hub = _start_hub(args.hub_port)
     env = {**jupyter_environment(), HUB_ENV: hub.connection_string}
-    jupyter = subprocess.Popen(jupyter_command(args.port, not args.no_browser, args.token,
-                                               args.notebook_dir), env=env)
+    jupyter = subprocess.Popen(
+        jupyter_command(args.port, not args.no_browser, args.token, args.notebook_dir), env=env
+    )
 
     def _stop(signum, frame):
         raise KeyboardInterrupt

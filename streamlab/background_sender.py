@@ -8,7 +8,7 @@ that a key's events stay in order on one partition and a notebook's kernel stays
 from __future__ import annotations
 
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 
 class BackgroundSender:
@@ -33,7 +33,8 @@ class BackgroundSender:
 
         if self._producer is None:
             self._producer = EventHubProducerClient.from_connection_string(
-                self.connection_string, eventhub_name=self.eventhub)
+                self.connection_string, eventhub_name=self.eventhub
+            )
         batch = self._producer.create_batch(partition_key=key)
         for body in bodies:
             batch.add(EventData(body))

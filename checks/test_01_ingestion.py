@@ -9,7 +9,7 @@ from ``streamlab.hub.partition_for_key``, sequence numbers per partition).
 import json
 import os
 from collections import defaultdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,13 +24,19 @@ from streamlab.hub import partition_for_key
 
 EVENT_COLUMNS = EVENTHUBS_SCHEMA.fieldNames()
 HEARTBEAT_COLUMNS = ["machine_name", "machine_time", "event_time", "partition", "sequence_number"]
-ARROW_SCHEMA = pa.schema([
-    ("body", pa.binary()), ("partition", pa.string()), ("offset", pa.string()),
-    ("sequenceNumber", pa.int64()), ("enqueuedTime", pa.timestamp("us", tz="UTC")),
-    ("publisher", pa.string()), ("partitionKey", pa.string()),
-    ("properties", pa.map_(pa.string(), pa.string())),
-])
-START = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+ARROW_SCHEMA = pa.schema(
+    [
+        ("body", pa.binary()),
+        ("partition", pa.string()),
+        ("offset", pa.string()),
+        ("sequenceNumber", pa.int64()),
+        ("enqueuedTime", pa.timestamp("us", tz="UTC")),
+        ("publisher", pa.string()),
+        ("partitionKey", pa.string()),
+        ("properties", pa.map_(pa.string(), pa.string())),
+    ]
+)
+START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 PARTITIONS = 4
 
 
@@ -50,21 +56,40 @@ class Hub:
         partition = str(partition_for_key(key, PARTITIONS) if partition is None else partition)
         number = self.sequence[partition]
         self.sequence[partition] += 1
-        event = {"body": payload, "partition": partition, "offset": str(number * 128),
-                 "sequenceNumber": number, "enqueuedTime": START + timedelta(seconds=second),
-                 "publisher": None, "partitionKey": key, "properties": [("source", "check")]}
+        event = {
+            "body": payload,
+            "partition": partition,
+            "offset": str(number * 128),
+            "sequenceNumber": number,
+            "enqueuedTime": START + timedelta(seconds=second),
+            "publisher": None,
+            "partitionKey": key,
+            "properties": [("source", "check")],
+        }
         self.events.append(event)
         return event
 
     def batch(self, spark) -> DataFrame:
-        rows = [(e["body"], e["partition"], e["offset"], e["sequenceNumber"], e["enqueuedTime"],
-                 e["publisher"], e["partitionKey"], dict(e["properties"])) for e in self.events]
+        rows = [
+            (
+                e["body"],
+                e["partition"],
+                e["offset"],
+                e["sequenceNumber"],
+                e["enqueuedTime"],
+                e["publisher"],
+                e["partitionKey"],
+                dict(e["properties"]),
+            )
+            for e in self.events
+        ]
         return spark.createDataFrame(rows, EVENTHUBS_SCHEMA)
 
     def write(self, folder: Path, name: str) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(pa.Table.from_pylist(self.events, schema=ARROW_SCHEMA),
-                       folder / f".{name}.parquet")
+        pq.write_table(
+            pa.Table.from_pylist(self.events, schema=ARROW_SCHEMA), folder / f".{name}.parquet"
+        )
         os.replace(folder / f".{name}.parquet", folder / f"{name}.parquet")
         self.events = []
 
@@ -74,18 +99,29 @@ def stream(spark, folder: Path) -> DataFrame:
 
 
 def run_to_table(df: DataFrame, table: str, checkpoint_dir: str, outcome: str) -> None:
-    query = (df.writeStream.format("memory").queryName(table)
-             .option("checkpointLocation", checkpoint_dir).trigger(availableNow=True).start())
+    query = (
+        df.writeStream.format("memory")
+        .queryName(table)
+        .option("checkpointLocation", checkpoint_dir)
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     assert query.exception() is None, f"The {outcome} stream failed: {query.exception()}"
 
 
 def heartbeat_rows(df: DataFrame) -> list[tuple]:
     """Heartbeats as tuples, timestamps as UTC strings, sorted."""
-    rows = df.select("machine_name", F.col("machine_time").cast("string"),
-                     F.col("event_time").cast("string"), "partition", "sequence_number")
-    return sorted((tuple(r) for r in rows.collect()),
-                  key=lambda r: (r[2] or "", r[0] or "", r[4] or 0))
+    rows = df.select(
+        "machine_name",
+        F.col("machine_time").cast("string"),
+        F.col("event_time").cast("string"),
+        "partition",
+        "sequence_number",
+    )
+    return sorted(
+        (tuple(r) for r in rows.collect()), key=lambda r: (r[2] or "", r[0] or "", r[4] or 0)
+    )
 
 
 def stamp(second) -> str:
@@ -96,7 +132,8 @@ def needs(nb, exercise_id: str, name: str, here: str) -> None:
     problem = nb.problem_for(exercise_id)
     assert problem is None, (
         f"Exercise {here} uses {name} from exercise {exercise_id}, which does not run yet: "
-        f"{problem.sentence() if problem else ''}")
+        f"{problem.sentence() if problem else ''}"
+    )
 
 
 # --- pure Python --------------------------------------------------------------------------
@@ -106,11 +143,13 @@ def needs(nb, exercise_id: str, name: str, here: str) -> None:
 def test_body_schema_is_a_struct_of_two_fields(nb):
     schema = nb.HEARTBEAT_BODY_SCHEMA
     assert isinstance(schema, StructType), (
-        f"HEARTBEAT_BODY_SCHEMA should be a StructType; it is a {type(schema).__name__}.")
+        f"HEARTBEAT_BODY_SCHEMA should be a StructType; it is a {type(schema).__name__}."
+    )
     names = schema.fieldNames()
     assert names == ["machine_name", "machine_time"], (
         f"HEARTBEAT_BODY_SCHEMA should have the fields machine_name and machine_time, in that "
-        f"order; it has {names}.")
+        f"order; it has {names}."
+    )
 
 
 @exercise("1.1")
@@ -118,53 +157,78 @@ def test_body_schema_types(nb):
     schema = nb.HEARTBEAT_BODY_SCHEMA
     types = {f.name: f.dataType for f in schema.fields}
     assert isinstance(types.get("machine_name"), StringType), (
-        f"machine_name should be a StringType(); it is {types.get('machine_name')}.")
+        f"machine_name should be a StringType(); it is {types.get('machine_name')}."
+    )
     assert isinstance(types.get("machine_time"), TimestampType), (
         f"machine_time should be a TimestampType(), so Spark parses the ISO-8601 string into a "
-        f"timestamp; it is {types.get('machine_time')}.")
+        f"timestamp; it is {types.get('machine_time')}."
+    )
 
 
-PROGRESS = {"id": "q", "runId": "r", "batchId": 12, "numInputRows": 300,
-            "inputRowsPerSecond": 100.0, "processedRowsPerSecond": 250.5,
-            "durationMs": {"triggerExecution": 1198},
-            "sources": [{"description": "eventhubs", "numInputRows": 300}]}
+PROGRESS = {
+    "id": "q",
+    "runId": "r",
+    "batchId": 12,
+    "numInputRows": 300,
+    "inputRowsPerSecond": 100.0,
+    "processedRowsPerSecond": 250.5,
+    "durationMs": {"triggerExecution": 1198},
+    "sources": [{"description": "eventhubs", "numInputRows": 300}],
+}
 EXPECTED_KEYS = {"batch", "rows", "arriving_per_second", "processed_per_second", "keeping_up"}
 
 
 def _summary(nb, progress):
     summary = nb.ingest_summary(progress)
     assert isinstance(summary, dict), (
-        f"ingest_summary() should return a dict; it returned {type(summary).__name__}.")
+        f"ingest_summary() should return a dict; it returned {type(summary).__name__}."
+    )
     assert set(summary) == EXPECTED_KEYS, (
         f"ingest_summary() should return exactly the keys {sorted(EXPECTED_KEYS)}; it returned "
-        f"{sorted(summary)}.")
+        f"{sorted(summary)}."
+    )
     return summary
 
 
 @exercise("1.5")
 def test_summary_of_a_query_that_keeps_up(nb):
     summary = _summary(nb, PROGRESS)
-    expected = {"batch": 12, "rows": 300, "arriving_per_second": 100.0,
-                "processed_per_second": 250.5, "keeping_up": True}
+    expected = {
+        "batch": 12,
+        "rows": 300,
+        "arriving_per_second": 100.0,
+        "processed_per_second": 250.5,
+        "keeping_up": True,
+    }
     assert summary == expected, f"Expected {expected}; got {summary}."
 
 
 @exercise("1.5")
 def test_summary_of_a_query_that_falls_behind(nb):
-    behind = {**PROGRESS, "batchId": 3, "numInputRows": 5000, "inputRowsPerSecond": 900.0,
-              "processedRowsPerSecond": 450.0}
+    behind = {
+        **PROGRESS,
+        "batchId": 3,
+        "numInputRows": 5000,
+        "inputRowsPerSecond": 900.0,
+        "processedRowsPerSecond": 450.0,
+    }
     summary = _summary(nb, behind)
     assert summary["keeping_up"] is False, (
         f"Rows arrive at 900/s and are processed at 450/s: keeping_up should be False; it is "
-        f"{summary['keeping_up']!r}.")
+        f"{summary['keeping_up']!r}."
+    )
     assert (summary["batch"], summary["rows"]) == (3, 5000), (
         f"batch and rows should be 3 and 5000 (batchId and numInputRows); they are "
-        f"{summary['batch']} and {summary['rows']}.")
-    idle = _summary(nb, {**PROGRESS, "numInputRows": 0, "inputRowsPerSecond": 0.0,
-                         "processedRowsPerSecond": 0.0})
+        f"{summary['batch']} and {summary['rows']}."
+    )
+    idle = _summary(
+        nb,
+        {**PROGRESS, "numInputRows": 0, "inputRowsPerSecond": 0.0, "processedRowsPerSecond": 0.0},
+    )
     assert idle["keeping_up"] is True, (
         "A batch with nothing arriving and nothing processed keeps up (0 >= 0); keeping_up "
-        f"is {idle['keeping_up']!r}.")
+        f"is {idle['keeping_up']!r}."
+    )
 
 
 # --- Spark: parsing -----------------------------------------------------------------------
@@ -174,10 +238,12 @@ def _parsed(nb, events):
     needs(nb, "1.1", "HEARTBEAT_BODY_SCHEMA", "1.2")
     parsed = nb.parse_heartbeats(events)
     assert isinstance(parsed, DataFrame), (
-        f"parse_heartbeats() should return a DataFrame; it returned {type(parsed).__name__}.")
+        f"parse_heartbeats() should return a DataFrame; it returned {type(parsed).__name__}."
+    )
     assert parsed.columns == HEARTBEAT_COLUMNS, (
         f"parse_heartbeats() should return the columns {HEARTBEAT_COLUMNS}, in that order; it "
-        f"returned {parsed.columns}.")
+        f"returned {parsed.columns}."
+    )
     return parsed
 
 
@@ -197,29 +263,34 @@ def test_parse_heartbeats_on_a_batch(nb, spark):
     if any(r[0] == "m1" and r[2] == stamp(-30) for r in got):
         raise AssertionError(
             "event_time should be the event's enqueuedTime (the hub's clock), not the "
-            f"machine_time from the body (m1's clock is 30 s slow); for m1 it is {stamp(-30)}.")
+            f"machine_time from the body (m1's clock is 30 s slow); for m1 it is {stamp(-30)}."
+        )
     assert got == expected, (
         f"Expected the heartbeats {expected} (an event whose body is not JSON gives nulls, it "
-        f"is not dropped here); got {got}.")
+        f"is not dropped here); got {got}."
+    )
 
 
 @exercise("1.2", timeout=60)
 def test_parse_heartbeats_on_a_stream(nb, spark, tmp_path, checkpoint_dir):
     hub = Hub()
-    sent = [hub.send(machine, body(machine, s), s) for s in range(2)
-            for machine in ("m1", "m2", "m3")]
+    sent = [
+        hub.send(machine, body(machine, s), s) for s in range(2) for machine in ("m1", "m2", "m3")
+    ]
     hub.write(tmp_path / "hub", "0")
     parsed = _parsed(nb, stream(spark, tmp_path / "hub"))
     run_to_table(parsed, "check_1_2", checkpoint_dir, "parsed")
     got = heartbeat_rows(spark.table("check_1_2"))
     assert len(got) == 6 and all(r[0] and r[1] for r in got), (
         f"Six heartbeats went in; expected six parsed rows with a machine_name and a "
-        f"machine_time, got {got}.")
+        f"machine_time, got {got}."
+    )
     numbers = sorted((r[0], r[3], r[4]) for r in got)
     expected = sorted((e["partitionKey"], e["partition"], e["sequenceNumber"]) for e in sent)
     assert numbers == expected, (
         f"partition and sequence_number should be each event's partition and sequenceNumber: "
-        f"expected (machine, partition, number) {expected}; got {numbers}.")
+        f"expected (machine, partition, number) {expected}; got {numbers}."
+    )
 
 
 # --- Spark: quarantine --------------------------------------------------------------------
@@ -232,7 +303,10 @@ BAD = [  # (body, expected reason)
     (b"machine_name=m1", "not JSON"),
     (b'{"machine_name": "m1", "machine_time": ', "not JSON"),
     (b'{"machine_time": "2026-11-22T10:00:05+00:00"}', "missing machine_name"),
-    (b'{"machine_name": "  ", "machine_time": "2026-11-22T10:00:05+00:00"}', "missing machine_name"),
+    (
+        b'{"machine_name": "  ", "machine_time": "2026-11-22T10:00:05+00:00"}',
+        "missing machine_name",
+    ),
     (b"[1, 2]", "missing machine_name"),
     (b'{"machine_name": "m1", "machine_time": "yesterday"}', "bad timestamp"),
     (b'{"machine_name": "m1"}', "bad timestamp"),
@@ -245,18 +319,22 @@ def _split(nb, events):
     result = nb.split_heartbeats(events)
     assert isinstance(result, tuple) and len(result) == 2, (
         f"split_heartbeats() should return a pair (heartbeats, quarantine); it returned "
-        f"{type(result).__name__}{f' of {len(result)}' if isinstance(result, (tuple, list)) else ''}.")
+        f"{type(result).__name__}{f' of {len(result)}' if isinstance(result, (tuple, list)) else ''}."
+    )
     heartbeats, quarantine = result
     for name, df in (("heartbeats", heartbeats), ("quarantine", quarantine)):
         assert isinstance(df, DataFrame), (
             f"The {name} half of split_heartbeats() should be a DataFrame; it is "
-            f"{type(df).__name__}.")
+            f"{type(df).__name__}."
+        )
     assert heartbeats.columns == HEARTBEAT_COLUMNS, (
         f"The heartbeats should have the columns {HEARTBEAT_COLUMNS} (parse_heartbeats' "
-        f"output); they have {heartbeats.columns}.")
+        f"output); they have {heartbeats.columns}."
+    )
     assert quarantine.columns == EVENT_COLUMNS + ["reason"], (
         f"The quarantine should keep every event column and add reason: "
-        f"{EVENT_COLUMNS + ['reason']}; it has {quarantine.columns}.")
+        f"{EVENT_COLUMNS + ['reason']}; it has {quarantine.columns}."
+    )
     return heartbeats, quarantine
 
 
@@ -267,17 +345,26 @@ def test_each_bad_event_gets_its_reason(nb, spark):
         hub.send("bad", payload, i, partition=0)  # sequence number i identifies the event
     hub.send("m1", body("m1", 20), 20)
     heartbeats, quarantine = _split(nb, hub.batch(spark))
-    got = {r["sequenceNumber"]: r["reason"]
-           for r in quarantine.select("sequenceNumber", "reason").collect()}
+    got = {
+        r["sequenceNumber"]: r["reason"]
+        for r in quarantine.select("sequenceNumber", "reason").collect()
+    }
     wrong = []
     for i, (payload, reason) in enumerate(BAD):
         if got.get(i) != reason:
-            shown = "null" if payload is None else repr(payload[:45].decode() + ("..." if len(payload) > 45 else ""))
+            shown = (
+                "null"
+                if payload is None
+                else repr(payload[:45].decode() + ("..." if len(payload) > 45 else ""))
+            )
             wrong.append(f"body {shown} should be quarantined as {reason!r}, got {got.get(i)!r}")
-    assert not wrong, "; ".join(wrong[:3]) + (f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else "") + "."
+    assert not wrong, (
+        "; ".join(wrong[:3]) + (f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else "") + "."
+    )
     good = heartbeat_rows(heartbeats)
     assert [r[0] for r in good] == ["m1"], (
-        f"The one good heartbeat (m1) should come out in heartbeats, and nothing else; got {good}.")
+        f"The one good heartbeat (m1) should come out in heartbeats, and nothing else; got {good}."
+    )
 
 
 @exercise("1.3")
@@ -288,10 +375,14 @@ def test_quarantine_keeps_the_event_as_it_came(nb, spark):
     rows = quarantine.collect()
     assert len(rows) == 1, f"One bad event went in; the quarantine holds {len(rows)} rows."
     row = rows[0]
-    assert bytes(row["body"]) == b"oops" and row["partitionKey"] == "m7" and \
-        row["properties"] == {"source": "check"}, (
+    assert (
+        bytes(row["body"]) == b"oops"
+        and row["partitionKey"] == "m7"
+        and row["properties"] == {"source": "check"}
+    ), (
         f"The quarantined row should be the event unchanged (body, partitionKey, properties, "
-        f"...); it is {row.asDict()}.")
+        f"...); it is {row.asDict()}."
+    )
 
 
 @exercise("1.3", timeout=90)
@@ -309,7 +400,8 @@ def test_a_stream_with_bad_events_keeps_running(nb, spark, tmp_path):
     expected = sorted(reason for _, reason in (BAD[0], BAD[3], BAD[6]))
     assert (good, reasons) == (3, expected), (
         f"Three good and three bad events went into the stream: expected 3 heartbeats and the "
-        f"reasons {expected}; got {good} heartbeats and {reasons}.")
+        f"reasons {expected}; got {good} heartbeats and {reasons}."
+    )
 
 
 # --- Spark: partitions --------------------------------------------------------------------
@@ -318,14 +410,17 @@ def test_a_stream_with_bad_events_keeps_running(nb, spark, tmp_path):
 def _spread(nb, events) -> dict:
     result = nb.partitions_per_key(events)
     assert isinstance(result, DataFrame), (
-        f"partitions_per_key() should return a DataFrame; it returned {type(result).__name__}.")
+        f"partitions_per_key() should return a DataFrame; it returned {type(result).__name__}."
+    )
     assert sorted(result.columns) == ["partitionKey", "partitions"], (
         f"partitions_per_key() should return the columns partitionKey and partitions; it "
-        f"returned {result.columns}.")
+        f"returned {result.columns}."
+    )
     rows = result.collect()
     keys = [r["partitionKey"] for r in rows]
     assert len(keys) == len(set(keys)), (
-        f"partitions_per_key() should return one row per partitionKey; {keys} has repeats.")
+        f"partitions_per_key() should return one row per partitionKey; {keys} has repeats."
+    )
     return {r["partitionKey"]: r["partitions"] for r in rows}
 
 
@@ -336,11 +431,14 @@ def test_each_key_lands_on_one_partition(nb, spark):
         for machine in ("Producer 1", "Producer 2", "Producer 3", "Producer 4"):
             hub.send(machine, body(machine, s), s)
     got = _spread(nb, hub.batch(spark))
-    expected = {m: [str(partition_for_key(m, PARTITIONS))]
-                for m in ("Producer 1", "Producer 2", "Producer 3", "Producer 4")}
+    expected = {
+        m: [str(partition_for_key(m, PARTITIONS))]
+        for m in ("Producer 1", "Producer 2", "Producer 3", "Producer 4")
+    }
     assert got == expected, (
         f"Each producer's 4 events were stored on the partition its key hashes to: expected "
-        f"{expected}; got {got}.")
+        f"{expected}; got {got}."
+    )
 
 
 @exercise("1.4")
@@ -351,7 +449,8 @@ def test_a_key_on_several_partitions_shows_them_all(nb, spark):
     got = _spread(nb, hub.batch(spark))
     assert got == {"rogue": ["0", "1", "3"]}, (
         f"Events of one key stored on partitions 3, 1, 3 and 0 should give the sorted distinct "
-        f"partitions ['0', '1', '3']; got {got}.")
+        f"partitions ['0', '1', '3']; got {got}."
+    )
 
 
 # --- Spark: a real progress report ---------------------------------------------------------
@@ -363,16 +462,24 @@ def test_summary_of_a_real_progress_report(nb, spark, tmp_path, checkpoint_dir):
     for s in range(5):
         hub.send("m1", body("m1", s), s)
     hub.write(tmp_path / "hub", "0")
-    query = (stream(spark, tmp_path / "hub").writeStream.format("noop")
-             .option("checkpointLocation", checkpoint_dir).trigger(availableNow=True).start())
+    query = (
+        stream(spark, tmp_path / "hub")
+        .writeStream.format("noop")
+        .option("checkpointLocation", checkpoint_dir)
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     progress = query.lastProgress
     summary = _summary(nb, progress)
     assert (summary["batch"], summary["rows"]) == (progress["batchId"], 5), (
         f"For a batch of 5 events, batch and rows should be {progress['batchId']} and 5; they "
-        f"are {summary['batch']} and {summary['rows']}.")
+        f"are {summary['batch']} and {summary['rows']}."
+    )
     for key in ("arriving_per_second", "processed_per_second"):
         assert isinstance(summary[key], float), (
-            f"{key} should be a float; it is {type(summary[key]).__name__}.")
+            f"{key} should be a float; it is {type(summary[key]).__name__}."
+        )
     assert isinstance(summary["keeping_up"], bool), (
-        f"keeping_up should be a bool; it is {type(summary['keeping_up']).__name__}.")
+        f"keeping_up should be a bool; it is {type(summary['keeping_up']).__name__}."
+    )

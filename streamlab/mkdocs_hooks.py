@@ -31,7 +31,7 @@ LABS_MARKER = "<!-- labs -->"
 BENCHMARKS_MARKER = re.compile(r"<!-- benchmarks? ?([a-z_]*) -->")
 #: Inline code up to this many characters is kept on one line (styled in course.css).
 WHOLE_CODE_CHARS = 40
-_PLAIN_CODE = re.compile(r"<code>([^<]{1,%d})</code>" % WHOLE_CODE_CHARS)
+_PLAIN_CODE = re.compile(rf"<code>([^<]{{1,{WHOLE_CODE_CHARS}}})</code>")
 
 _PAGES = [
     ("Home", "index.md"),
@@ -49,8 +49,11 @@ _AFTER_LABS = [
 def navigation() -> list:
     """The nav tree: the fixed pages around one entry per lab."""
     labs = [{f"{lab.id} · {lab.title}": lab.site_page} for lab in registry.labs()]
-    return ([{title: page} for title, page in _PAGES] + [{"Labs": labs}]
-            + [{title: page} for title, page in _AFTER_LABS])
+    return (
+        [{title: page} for title, page in _PAGES]
+        + [{"Labs": labs}]
+        + [{title: page} for title, page in _AFTER_LABS]
+    )
 
 
 def on_config(config, **kwargs):
@@ -96,24 +99,30 @@ def exercise_sections(lab: registry.Lab) -> str:
     for exercise in lab.exercises:
         task = _task_text(tasks.get(exercise.id, ""), exercise)
         solution = "\n\n".join(code.get(exercise.id, []))
-        parts.append("\n\n".join([
-            task,
-            *_hint_admonitions(exercise),
-            f'??? success "Solution"\n\n{_indent(f"```python{chr(10)}{solution}{chr(10)}```")}',
-        ]))
+        parts.append(
+            "\n\n".join(
+                [
+                    task,
+                    *_hint_admonitions(exercise),
+                    f'??? success "Solution"\n\n{_indent(f"```python{chr(10)}{solution}{chr(10)}```")}',
+                ]
+            )
+        )
     return "\n\n".join(parts)
 
 
 def _hint_admonitions(exercise: registry.Exercise) -> list[str]:
     """One collapsed admonition per hint tier, in order; backticks in a hint become code."""
-    return [f'??? tip "Hint {tier}"\n\n{_indent(hint)}'
-            for tier, hint in enumerate(exercise.hints, 1)]
+    return [
+        f'??? tip "Hint {tier}"\n\n{_indent(hint)}' for tier, hint in enumerate(exercise.hints, 1)
+    ]
 
 
 def lab_table() -> str:
     """A table of every lab with its summary, linked to its page."""
-    rows = [f"| [{lab.id} · {lab.title}]({lab.site_page}) | {lab.summary} |"
-            for lab in registry.labs()]
+    rows = [
+        f"| [{lab.id} · {lab.title}]({lab.site_page}) | {lab.summary} |" for lab in registry.labs()
+    ]
     return "\n".join(["| lab | you learn |", "|---|---|", *rows])
 
 
@@ -124,8 +133,10 @@ def benchmark_sections(name: str, page_uri: str, folder=None) -> str:
     chosen = [r for r in results if not name or r["name"] == name]
     if not chosen:
         wanted = f"the {name} benchmark" if name else "any benchmark"
-        return (f'!!! note "Not measured yet"\n\n    No published results for {wanted}: '
-                "run `nox -s bench` to measure them on your machine.")
+        return (
+            f'!!! note "Not measured yet"\n\n    No published results for {wanted}: '
+            "run `nox -s bench` to measure them on your machine."
+        )
     prefix = posixpath.relpath("benchmarks", posixpath.dirname(page_uri) or ".") + "/"
     return "\n\n".join(benchmarks.markdown_section(r, prefix) for r in chosen)
 
@@ -133,7 +144,8 @@ def benchmark_sections(name: str, page_uri: str, folder=None) -> str:
 def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
     markdown = markdown.replace(LABS_MARKER, lab_table())
     markdown = BENCHMARKS_MARKER.sub(
-        lambda match: benchmark_sections(match.group(1), page.file.src_uri), markdown)
+        lambda match: benchmark_sections(match.group(1), page.file.src_uri), markdown
+    )
     if MARKER not in markdown:
         return markdown
     for lab in registry.labs():

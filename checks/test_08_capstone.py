@@ -16,7 +16,7 @@ import math
 import os
 import sys
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -34,13 +34,13 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
 FIELDS = ["machine_name", "status", "previous_status", "last_status_change_time"]
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
-START = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 HOUR_MS = 3_600_000
 
 
 def _stamp(ms: int) -> str:
     """The contract's time format for ``ms`` milliseconds since the epoch."""
-    at = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    at = datetime.fromtimestamp(ms / 1000, tz=UTC)
     return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
@@ -58,10 +58,17 @@ def _processor(timeout_ms: int):
 
 # --- 8.2 · the consumer's decoder ------------------------------------------------------------
 
-def _body(machine="m1", status=HEALTHY, previous=INITIALIZING, at="2026-11-22T10:00:05.123Z",
-          **extra) -> str:
-    fields = {"machine_name": machine, "status": status, "previous_status": previous,
-              "last_status_change_time": at, **extra}
+
+def _body(
+    machine="m1", status=HEALTHY, previous=INITIALIZING, at="2026-11-22T10:00:05.123Z", **extra
+) -> str:
+    fields = {
+        "machine_name": machine,
+        "status": status,
+        "previous_status": previous,
+        "last_status_change_time": at,
+        **extra,
+    }
     return json.dumps(fields)
 
 
@@ -69,44 +76,65 @@ def _decode(nb, events):
     result = nb.decode_status(events)
     assert isinstance(result, tuple) and len(result) == 2, (
         f"decode_status() should return a pair (transitions, quarantined); it returned "
-        f"{type(result).__name__}: {result!r:.200}.")
+        f"{type(result).__name__}: {result!r:.200}."
+    )
     transitions, quarantined = result
     assert isinstance(transitions, list) and isinstance(quarantined, list), (
         f"decode_status() should return two lists; it returned {type(transitions).__name__} and "
-        f"{type(quarantined).__name__}.")
+        f"{type(quarantined).__name__}."
+    )
     return transitions, quarantined
 
 
 @exercise("8.2")
 def test_good_events_become_transitions_in_order(nb):
-    events = [EventData(_body("m1", INITIALIZING, None, "2026-11-22T10:00:00.000Z")),
-              EventData(_body("m2", INITIALIZING, None, "2026-11-22T10:00:00.500Z")),
-              EventData(_body("m1", HEALTHY, INITIALIZING, "2026-11-22T10:00:01.123Z"))]
+    events = [
+        EventData(_body("m1", INITIALIZING, None, "2026-11-22T10:00:00.000Z")),
+        EventData(_body("m2", INITIALIZING, None, "2026-11-22T10:00:00.500Z")),
+        EventData(_body("m1", HEALTHY, INITIALIZING, "2026-11-22T10:00:01.123Z")),
+    ]
     transitions, quarantined = _decode(nb, events)
     assert quarantined == [], (
         f"Three well-formed status events should all decode; decode_status() quarantined "
-        f"{[reason for _, reason in quarantined]}.")
+        f"{[reason for _, reason in quarantined]}."
+    )
     assert [list(t) for t in transitions] == [FIELDS] * 3, (
         f"Each transition should be a dict with exactly the keys {FIELDS}, in that order; "
-        f"decode_status() returned {transitions!r:.300}.")
+        f"decode_status() returned {transitions!r:.300}."
+    )
     got = [(t["machine_name"], t["previous_status"], t["status"]) for t in transitions]
-    assert got == [("m1", None, INITIALIZING), ("m2", None, INITIALIZING), ("m1", INITIALIZING, HEALTHY)], (
+    assert got == [
+        ("m1", None, INITIALIZING),
+        ("m2", None, INITIALIZING),
+        ("m1", INITIALIZING, HEALTHY),
+    ], (
         f"The transitions should come out in the order the events came in, with null "
-        f"previous_status as None; got {got}.")
+        f"previous_status as None; got {got}."
+    )
     times = [t["last_status_change_time"] for t in transitions]
-    expected = [START, START + timedelta(milliseconds=500), START + timedelta(seconds=1, milliseconds=123)]
-    assert all(isinstance(t, datetime) and t.tzinfo is not None for t in times) and times == expected, (
-        f"last_status_change_time should be an aware datetime: {expected}; got {times}.")
+    expected = [
+        START,
+        START + timedelta(milliseconds=500),
+        START + timedelta(seconds=1, milliseconds=123),
+    ]
+    assert (
+        all(isinstance(t, datetime) and t.tzinfo is not None for t in times) and times == expected
+    ), f"last_status_change_time should be an aware datetime: {expected}; got {times}."
 
 
 @exercise("8.2")
 def test_times_with_an_offset_come_out_in_utc(nb):
     transitions, _ = _decode(nb, [EventData(_body(at="2026-11-22T12:00:05.123+02:00"))])
-    assert len(transitions) == 1, "A time with an offset (+02:00) is ISO-8601 with a zone: decode it."
+    assert len(transitions) == 1, (
+        "A time with an offset (+02:00) is ISO-8601 with a zone: decode it."
+    )
     got = transitions[0]["last_status_change_time"]
-    assert got == START + timedelta(seconds=5, milliseconds=123) and got.utcoffset() == timedelta(0), (
+    assert got == START + timedelta(seconds=5, milliseconds=123) and got.utcoffset() == timedelta(
+        0
+    ), (
         f"2026-11-22T12:00:05.123+02:00 is 10:00:05.123 UTC: expected a datetime in UTC "
-        f"(utcoffset 0); got {got!r}. Convert with .astimezone(timezone.utc).")
+        f"(utcoffset 0); got {got!r}. Convert with .astimezone(timezone.utc)."
+    )
 
 
 @exercise("8.2")
@@ -115,7 +143,8 @@ def test_extra_fields_are_ignored(nb):
     assert quarantined == [] and [list(t) for t in transitions] == [FIELDS], (
         f"A status event with two more fields (site, version) is still a transition: keep "
         f"the four fields and ignore the rest. decode_status() returned {transitions!r:.200} "
-        f"and quarantined {[reason for _, reason in quarantined]}.")
+        f"and quarantined {[reason for _, reason in quarantined]}."
+    )
 
 
 BAD = [
@@ -124,8 +153,11 @@ BAD = [
     ("{'machine_name': 'm1'}", "not JSON", "Python's repr instead of JSON"),
     ("[1, 2]", "not a transition", "a JSON array"),
     ("null", "not a transition", "JSON null"),
-    ('{"machine_name": "m1", "status": "Healthy", "last_status_change_time": "2026-11-22T10:00:00Z"}',
-     "not a transition", "an object without previous_status"),
+    (
+        '{"machine_name": "m1", "status": "Healthy", "last_status_change_time": "2026-11-22T10:00:00Z"}',
+        "not a transition",
+        "an object without previous_status",
+    ),
     (_body(machine=""), "not a transition", "an empty machine_name"),
     (_body(machine="   "), "not a transition", "a blank machine_name"),
     (_body(machine=7), "not a transition", "a machine_name that is a number"),
@@ -150,46 +182,58 @@ def test_a_bad_event_is_quarantined_with_its_reason(nb, body, reason, what):
     except Exception as error:
         raise AssertionError(
             f"decode_status() raised {type(error).__name__}: {error} on {what}. A consumer must "
-            f"never crash on a bad event: quarantine it with a reason.") from None
+            f"never crash on a bad event: quarantine it with a reason."
+        ) from None
     assert transitions == [] and len(quarantined) == 1, (
         f"An event with {what} should be quarantined, not decoded; decode_status() returned "
-        f"{len(transitions)} transition(s) and {len(quarantined)} quarantined.")
+        f"{len(transitions)} transition(s) and {len(quarantined)} quarantined."
+    )
     kept, got = quarantined[0]
     assert kept is event, (
         f"Quarantine the event itself, as it came (the (event, reason) pair); decode_status() "
-        f"kept {kept!r:.80} instead.")
-    assert got == reason, f"An event with {what} should be quarantined as {reason!r}; the reason given was {got!r}."
+        f"kept {kept!r:.80} instead."
+    )
+    assert got == reason, (
+        f"An event with {what} should be quarantined as {reason!r}; the reason given was {got!r}."
+    )
 
 
 @exercise("8.2")
 def test_bad_events_do_not_stop_the_good_ones(nb):
-    good1, bad1, good2, bad2 = (EventData(_body("m1", INITIALIZING, None)), EventData(b"\xff"),
-                                EventData(_body("m2", INITIALIZING, None)), EventData("hello"))
+    good1, bad1, good2, bad2 = (
+        EventData(_body("m1", INITIALIZING, None)),
+        EventData(b"\xff"),
+        EventData(_body("m2", INITIALIZING, None)),
+        EventData("hello"),
+    )
     transitions, quarantined = _decode(nb, iter([good1, bad1, good2, bad2]))
     assert [t["machine_name"] for t in transitions] == ["m1", "m2"], (
         f"Between bad events, the good ones must still come through, in order: expected m1 "
         f"and m2; got {[t['machine_name'] for t in transitions]}. (The events may come as any "
-        f"iterable, here an iterator: go through them once.)")
+        f"iterable, here an iterator: go through them once.)"
+    )
     kept = [(event is bad, reason) for (event, reason), bad in zip(quarantined, [bad1, bad2])]
     assert len(quarantined) == 2 and kept == [(True, "not JSON")] * 2, (
         f"Both bad events should be quarantined, themselves and in order, with the reason "
-        f"'not JSON'; got {[reason for _, reason in quarantined]}.")
+        f"'not JSON'; got {[reason for _, reason in quarantined]}."
+    )
     assert _decode(nb, []) == ([], []), "No events: decode_status([]) should return ([], [])."
 
 
 # --- 8.4 · the runbook ------------------------------------------------------------------------
 
-CS = ("Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=monitor;"
-      "SharedAccessKey=c2VjcmV0")
+CS = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=monitor;SharedAccessKey=c2VjcmV0"
 
 
 def _settings(nb, *args, **kwargs) -> dict:
     settings = nb.monitor_settings(*args, **kwargs)
     assert isinstance(settings, dict), (
-        f"monitor_settings() should return a dict; it returned {type(settings).__name__}.")
+        f"monitor_settings() should return a dict; it returned {type(settings).__name__}."
+    )
     keys = {"source", "sink", "checkpointLocation", "trigger"}
     assert set(settings) == keys, (
-        f"monitor_settings() should return exactly the keys {sorted(keys)}; it returned {sorted(settings)}.")
+        f"monitor_settings() should return exactly the keys {sorted(keys)}; it returned {sorted(settings)}."
+    )
     return settings
 
 
@@ -197,8 +241,13 @@ def _settings(nb, *args, **kwargs) -> dict:
 def test_the_settings_for_three_machines(nb):
     got = _settings(nb, CS, 3, "/data/checkpoints")
     expected = {
-        "source": {"connectionString": CS, "eventHubName": "heartbeats", "consumerGroup": "$Default",
-                   "startingPosition": "latest", "maxEventsPerTrigger": "15"},
+        "source": {
+            "connectionString": CS,
+            "eventHubName": "heartbeats",
+            "consumerGroup": "$Default",
+            "startingPosition": "latest",
+            "maxEventsPerTrigger": "15",
+        },
         "sink": {"connectionString": CS, "eventHubName": "status"},
         "checkpointLocation": "/data/checkpoints/heartbeat-monitor",
         "trigger": "500 milliseconds",
@@ -206,71 +255,109 @@ def test_the_settings_for_three_machines(nb):
     for key in ("source", "sink"):
         assert got[key] == expected[key], (
             f"For 3 machines and the defaults, settings[{key!r}] should be {expected[key]}; it is "
-            f"{got[key]}. (Every value is a string; maxEventsPerTrigger = ceil(3 x 500 x 10 / 1000).)")
-    assert (got["checkpointLocation"], got["trigger"]) == (expected["checkpointLocation"], expected["trigger"]), (
+            f"{got[key]}. (Every value is a string; maxEventsPerTrigger = ceil(3 x 500 x 10 / 1000).)"
+        )
+    assert (got["checkpointLocation"], got["trigger"]) == (
+        expected["checkpointLocation"],
+        expected["trigger"],
+    ), (
         f"checkpointLocation and trigger should be {expected['checkpointLocation']!r} and "
-        f"{expected['trigger']!r}; they are {got['checkpointLocation']!r} and {got['trigger']!r}.")
+        f"{expected['trigger']!r}; they are {got['checkpointLocation']!r} and {got['trigger']!r}."
+    )
 
 
 @exercise("8.4")
-@pytest.mark.parametrize("fleet, trigger_ms, factor", [(1, 500, 10), (10_000, 500, 10), (7, 250, 3),
-                                                       (1, 1, 1), (2, 2_000, 1)])
+@pytest.mark.parametrize(
+    "fleet, trigger_ms, factor",
+    [(1, 500, 10), (10_000, 500, 10), (7, 250, 3), (1, 1, 1), (2, 2_000, 1)],
+)
 def test_max_events_grows_with_the_fleet(nb, fleet, trigger_ms, factor):
     got = _settings(nb, CS, fleet, "/c", trigger_ms=trigger_ms, catch_up_factor=factor)
     expected = str(math.ceil(fleet * trigger_ms * factor / 1000))
     assert got["source"]["maxEventsPerTrigger"] == expected, (
         f"For {fleet} machine(s), a {trigger_ms} ms trigger and a catch-up factor of {factor}, "
         f"maxEventsPerTrigger should be ceil({fleet} x {trigger_ms} x {factor} / 1000) = {expected} "
-        f"(a string); it is {got['source']['maxEventsPerTrigger']!r}.")
+        f"(a string); it is {got['source']['maxEventsPerTrigger']!r}."
+    )
     assert got["trigger"] == f"{trigger_ms} milliseconds", (
-        f"With trigger_ms={trigger_ms} the trigger should be '{trigger_ms} milliseconds'; it is {got['trigger']!r}.")
+        f"With trigger_ms={trigger_ms} the trigger should be '{trigger_ms} milliseconds'; it is {got['trigger']!r}."
+    )
 
 
 @exercise("8.4")
 def test_the_checkpoint_root_may_be_a_uri(nb):
     root = "abfss://monitor@account.dfs.core.windows.net/checkpoints/"
     got = _settings(nb, CS, 3, root, consumer_group="monitor")
-    assert got["checkpointLocation"] == "abfss://monitor@account.dfs.core.windows.net/checkpoints/heartbeat-monitor", (
+    assert (
+        got["checkpointLocation"]
+        == "abfss://monitor@account.dfs.core.windows.net/checkpoints/heartbeat-monitor"
+    ), (
         f"The root {root!r} should give "
         f"'abfss://monitor@account.dfs.core.windows.net/checkpoints/heartbeat-monitor': one '/' "
         f"between root and folder, and the URI left as it is (pathlib would turn '//' into '/'); "
-        f"got {got['checkpointLocation']!r}.")
+        f"got {got['checkpointLocation']!r}."
+    )
     assert got["source"]["consumerGroup"] == "monitor", (
-        f"consumer_group='monitor' should be the source's consumerGroup; it is {got['source'].get('consumerGroup')!r}.")
+        f"consumer_group='monitor' should be the source's consumerGroup; it is {got['source'].get('consumerGroup')!r}."
+    )
 
 
 @exercise("8.4")
-@pytest.mark.parametrize("args, kwargs, what", [
-    ((CS + ";EntityPath=heartbeats", 3, "/c"), {}, "a connection string with EntityPath"),
-    ((CS + ";entitypath=status", 3, "/c"), {}, "a connection string with entitypath in lower case"),
-    ((CS, 0, "/c"), {}, "fleet_size 0"),
-    ((CS, -2, "/c"), {}, "fleet_size -2"),
-    ((CS, 3, "/c"), {"trigger_ms": 0}, "trigger_ms 0"),
-    ((CS, 3, "/c"), {"catch_up_factor": 0}, "catch_up_factor 0"),
-], ids=["EntityPath", "entitypath", "no-machines", "negative-fleet", "no-trigger", "no-catch-up"])
+@pytest.mark.parametrize(
+    "args, kwargs, what",
+    [
+        ((CS + ";EntityPath=heartbeats", 3, "/c"), {}, "a connection string with EntityPath"),
+        (
+            (CS + ";entitypath=status", 3, "/c"),
+            {},
+            "a connection string with entitypath in lower case",
+        ),
+        ((CS, 0, "/c"), {}, "fleet_size 0"),
+        ((CS, -2, "/c"), {}, "fleet_size -2"),
+        ((CS, 3, "/c"), {"trigger_ms": 0}, "trigger_ms 0"),
+        ((CS, 3, "/c"), {"catch_up_factor": 0}, "catch_up_factor 0"),
+    ],
+    ids=["EntityPath", "entitypath", "no-machines", "negative-fleet", "no-trigger", "no-catch-up"],
+)
 def test_settings_that_cannot_work_are_refused(nb, args, kwargs, what):
     try:
         got = nb.monitor_settings(*args, **kwargs)
     except ValueError:
         return
-    raise AssertionError(f"monitor_settings() with {what} should raise ValueError; it returned {got!r:.200}.")
+    raise AssertionError(
+        f"monitor_settings() with {what} should raise ValueError; it returned {got!r:.200}."
+    )
 
 
 # --- 8.1 · encoding, on Spark -----------------------------------------------------------------
 
-STATUS_DDL = "machine_name STRING, status STRING, previous_status STRING, last_status_change_time TIMESTAMP"
+STATUS_DDL = (
+    "machine_name STRING, status STRING, previous_status STRING, last_status_change_time TIMESTAMP"
+)
 ROWS = [
     ("m1", INITIALIZING, None, START),
     ("m1", HEALTHY, INITIALIZING, START + timedelta(seconds=1, microseconds=123_456)),
     ('Rack "7" · Ω', UNHEALTHY, HEALTHY, START + timedelta(hours=13, seconds=7, milliseconds=40)),
 ]
 EXPECTED_BODIES = [
-    {"machine_name": "m1", "status": INITIALIZING, "previous_status": None,
-     "last_status_change_time": "2026-11-22T10:00:00.000Z"},
-    {"machine_name": "m1", "status": HEALTHY, "previous_status": INITIALIZING,
-     "last_status_change_time": "2026-11-22T10:00:01.123Z"},
-    {"machine_name": 'Rack "7" · Ω', "status": UNHEALTHY, "previous_status": HEALTHY,
-     "last_status_change_time": "2026-11-22T23:00:07.040Z"},
+    {
+        "machine_name": "m1",
+        "status": INITIALIZING,
+        "previous_status": None,
+        "last_status_change_time": "2026-11-22T10:00:00.000Z",
+    },
+    {
+        "machine_name": "m1",
+        "status": HEALTHY,
+        "previous_status": INITIALIZING,
+        "last_status_change_time": "2026-11-22T10:00:01.123Z",
+    },
+    {
+        "machine_name": 'Rack "7" · Ω',
+        "status": UNHEALTHY,
+        "previous_status": HEALTHY,
+        "last_status_change_time": "2026-11-22T23:00:07.040Z",
+    },
 ]
 
 
@@ -278,11 +365,14 @@ def _encoded(nb, spark) -> list:
     from pyspark.sql import DataFrame
 
     df = nb.status_events(spark.createDataFrame(ROWS, STATUS_DDL))
-    assert isinstance(df, DataFrame), f"status_events() should return a DataFrame; it returned {type(df).__name__}."
+    assert isinstance(df, DataFrame), (
+        f"status_events() should return a DataFrame; it returned {type(df).__name__}."
+    )
     got = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
     assert got == [("body", "string"), ("partitionKey", "string")], (
         f"status_events() should return the string columns body and partitionKey, in that order; "
-        f"it returned {got}.")
+        f"it returned {got}."
+    )
     return df.collect()
 
 
@@ -295,14 +385,17 @@ def _check_bodies(rows, when: str) -> None:
         keys = [k for k, _ in body]
         assert keys == FIELDS, (
             f"A body should hold exactly the fields {FIELDS}, in that order, null ones included "
-            f"(to_json leaves nulls out unless ignoreNullFields is false); {when} one has {keys}: {row.body}")
+            f"(to_json leaves nulls out unless ignoreNullFields is false); {when} one has {keys}: {row.body}"
+        )
         assert dict(body) == expected, (
             f"{when[0].upper()}{when[1:]}, the transition {expected['machine_name']}: "
             f"{expected['previous_status']} -> {expected['status']} should be encoded as "
             f"{json.dumps(expected, ensure_ascii=False)}; it is {row.body}. Times are UTC, "
-            f"formatted with TIMESTAMP_FORMAT.")
+            f"formatted with TIMESTAMP_FORMAT."
+        )
         assert row.partitionKey == expected["machine_name"], (
-            f"The partition key should be the machine's name, {expected['machine_name']!r}; it is {row.partitionKey!r}.")
+            f"The partition key should be the machine's name, {expected['machine_name']!r}; it is {row.partitionKey!r}."
+        )
 
 
 @exercise("8.1", timeout=120)
@@ -327,20 +420,32 @@ def test_status_events_works_on_a_stream(nb, spark, tmp_path):
     df = nb.status_events(stream)
     assert df.isStreaming and df.columns == ["body", "partitionKey"], (
         "status_events() on a streaming DataFrame should return a streaming DataFrame with the "
-        "columns body and partitionKey: use only transformations (select), no collect().")
+        "columns body and partitionKey: use only transformations (select), no collect()."
+    )
 
 
 # --- 8.3 · the pipeline over files -----------------------------------------------------------
 
-_ARROW_SCHEMA = pa.schema([
-    ("body", pa.binary()), ("partition", pa.string()), ("offset", pa.string()),
-    ("sequenceNumber", pa.int64()), ("enqueuedTime", pa.timestamp("us", tz="UTC")),
-    ("publisher", pa.string()), ("partitionKey", pa.string()),
-    ("properties", pa.map_(pa.string(), pa.string())),
-    ("systemProperties", pa.map_(pa.string(), pa.string())),
-])
-TRANSITION_COLUMNS = [("machine_name", "string"), ("status", "string"), ("previous_status", "string"),
-                      ("last_status_change_time", "timestamp"), ("noticed_time", "timestamp")]
+_ARROW_SCHEMA = pa.schema(
+    [
+        ("body", pa.binary()),
+        ("partition", pa.string()),
+        ("offset", pa.string()),
+        ("sequenceNumber", pa.int64()),
+        ("enqueuedTime", pa.timestamp("us", tz="UTC")),
+        ("publisher", pa.string()),
+        ("partitionKey", pa.string()),
+        ("properties", pa.map_(pa.string(), pa.string())),
+        ("systemProperties", pa.map_(pa.string(), pa.string())),
+    ]
+)
+TRANSITION_COLUMNS = [
+    ("machine_name", "string"),
+    ("status", "string"),
+    ("previous_status", "string"),
+    ("last_status_change_time", "timestamp"),
+    ("noticed_time", "timestamp"),
+]
 
 
 def _heartbeat(machine: str, machine_time: str = "2026-11-22T10:00:00Z") -> tuple[str, bytes]:
@@ -348,21 +453,32 @@ def _heartbeat(machine: str, machine_time: str = "2026-11-22T10:00:00Z") -> tupl
     return machine, json.dumps({"machine_name": machine, "machine_time": machine_time}).encode()
 
 
-def _write_events(folder: Path, second: int, first_number: int, events: list, last_enqueued: int) -> int:
+def _write_events(
+    folder: Path, second: int, first_number: int, events: list, last_enqueued: int
+) -> int:
     """One file of eventhubs rows on partition 0, enqueued ``second`` s after START.
 
     ``last_enqueued`` is what the source's systemProperties would say the partition held when
     the batch was planned. Returns the next sequence number.
     """
-    rows = [{"body": body, "partition": "0", "offset": str(first_number + i),
-             "sequenceNumber": first_number + i, "enqueuedTime": START + timedelta(seconds=second),
-             "publisher": None, "partitionKey": key, "properties": [],
-             "systemProperties": [("lastEnqueuedSequenceNumber", str(last_enqueued))]}
-            for i, (key, body) in enumerate(events)]
+    rows = [
+        {
+            "body": body,
+            "partition": "0",
+            "offset": str(first_number + i),
+            "sequenceNumber": first_number + i,
+            "enqueuedTime": START + timedelta(seconds=second),
+            "publisher": None,
+            "partitionKey": key,
+            "properties": [],
+            "systemProperties": [("lastEnqueuedSequenceNumber", str(last_enqueued))],
+        }
+        for i, (key, body) in enumerate(events)
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{second:03d}.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=_ARROW_SCHEMA), path)
-    stamp = START.timestamp() + second    # the file source takes new files in this order
+    stamp = START.timestamp() + second  # the file source takes new files in this order
     os.utime(path, (stamp, stamp))
     return first_number + len(events)
 
@@ -395,7 +511,9 @@ def _describe(rows) -> str:
     def name(machine) -> str:
         return machine if isinstance(machine, str) and machine.strip() else repr(machine)
 
-    return "; ".join(f"batch {b} {name(m)}: {p} -> {s} at {t}" for b, m, p, s, t in rows) or "nothing"
+    return (
+        "; ".join(f"batch {b} {name(m)}: {p} -> {s} at {t}" for b, m, p, s, t in rows) or "nothing"
+    )
 
 
 @exercise("8.3", timeout=60)
@@ -407,20 +525,28 @@ def test_the_pipeline_is_returned_unstarted(nb, spark, tmp_path):
         transitions = nb.monitor_transitions(events, _processor(HOUR_MS))
         assert isinstance(transitions, DataFrame) and transitions.isStreaming, (
             f"monitor_transitions() should return the streaming DataFrame of transitions; it "
-            f"returned {type(transitions).__name__}.")
+            f"returned {type(transitions).__name__}."
+        )
         got = [(f.name, f.dataType.simpleString()) for f in transitions.schema.fields]
         assert got == TRANSITION_COLUMNS, (
             f"monitor_transitions() should end with lab 05's catch_up_changes, whose rows are "
-            f"{[name for name, _ in TRANSITION_COLUMNS]}; it has {transitions.columns}.")
+            f"{[name for name, _ in TRANSITION_COLUMNS]}; it has {transitions.columns}."
+        )
         df = nb.monitor_stream(events, _processor(HOUR_MS))
         assert isinstance(df, DataFrame) and df.isStreaming, (
             f"monitor_stream() should return the streaming DataFrame of status events; it returned "
-            f"{type(df).__name__}.")
+            f"{type(df).__name__}."
+        )
         assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
-            ("body", "string"), ("partitionKey", "string")], (
+            ("body", "string"),
+            ("partitionKey", "string"),
+        ], (
             f"monitor_stream() should end with status_events: the columns body and partitionKey; it "
-            f"has {df.columns}.")
-    assert not spark.streams.active, "monitor_stream() should not start a query: return the DataFrame."
+            f"has {df.columns}."
+        )
+    assert not spark.streams.active, (
+        "monitor_stream() should not start a query: return the DataFrame."
+    )
 
 
 @exercise("8.3", timeout=420)
@@ -428,10 +554,22 @@ def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
     incoming, checkpoint = tmp_path / "hub", tmp_path / "checkpoint"
     # Five files of partition 0; the partition holds more than the first four (a backlog), and
     # the fifth reaches its end. The timeout is 5 s.
-    n = _write_events(incoming, 0, 0, [
-        _heartbeat("m1"), _heartbeat("m2"), _heartbeat("m3", machine_time="yesterday"),
-        ("m4", b""), ("m4", b"{oops"), ("m4", b"[1, 2]"), ("m4", b'{"machine_time": "2026-11-22T10:00:00Z"}'),
-        ("m4", b'{"machine_name": "  ", "machine_time": "2026-11-22T10:00:00Z"}')], last_enqueued=100)
+    n = _write_events(
+        incoming,
+        0,
+        0,
+        [
+            _heartbeat("m1"),
+            _heartbeat("m2"),
+            _heartbeat("m3", machine_time="yesterday"),
+            ("m4", b""),
+            ("m4", b"{oops"),
+            ("m4", b"[1, 2]"),
+            ("m4", b'{"machine_time": "2026-11-22T10:00:00Z"}'),
+            ("m4", b'{"machine_name": "  ", "machine_time": "2026-11-22T10:00:00Z"}'),
+        ],
+        last_enqueued=100,
+    )
     n = _write_events(incoming, 1, n, [_heartbeat("m1")], last_enqueued=100)
     n = _write_events(incoming, 7, n, [_heartbeat("m1")], last_enqueued=100)
     n = _write_events(incoming, 8, n, [_heartbeat("m2")], last_enqueued=100)
@@ -443,40 +581,61 @@ def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
 
     df = nb.monitor_stream(_events_stream(spark, incoming), _processor(timeout_ms=5_000))
     try:
-        _run_available(spark, df.writeStream.foreachBatch(collect)
-                       .option("checkpointLocation", str(checkpoint)))
+        _run_available(
+            spark,
+            df.writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint)),
+        )
     except Exception as error:
         if "is not done yet" in str(error):
             raise
-        raise AssertionError(f"The pipeline failed on a mix of heartbeats and broken events: "
-                             f"{query_cause(error)}") from None
+        raise AssertionError(
+            f"The pipeline failed on a mix of heartbeats and broken events: {query_cause(error)}"
+        ) from None
     rows = []
     for batch_id, body, key in sent:
         try:
             fields = json.loads(body)
         except (TypeError, ValueError):
-            raise AssertionError(f"Each status event's body should be JSON (status_events, 8.1); "
-                                 f"one is {body!r:.200}.") from None
+            raise AssertionError(
+                f"Each status event's body should be JSON (status_events, 8.1); "
+                f"one is {body!r:.200}."
+            ) from None
         assert key == fields.get("machine_name"), (
             f"Each status event's partitionKey should be its machine's name; one has "
-            f"{key!r} for the body {body}.")
-        rows.append((batch_id, fields.get("machine_name"), fields.get("previous_status"),
-                     fields.get("status"), fields.get("last_status_change_time")))
+            f"{key!r} for the body {body}."
+        )
+        rows.append(
+            (
+                batch_id,
+                fields.get("machine_name"),
+                fields.get("previous_status"),
+                fields.get("status"),
+                fields.get("last_status_change_time"),
+            )
+        )
     rows.sort(key=_sortable)
 
     def at(second: int) -> str:
         return _stamp(int((START + timedelta(seconds=second)).timestamp() * 1000))
 
-    expected = sorted([
-        (0, "m1", None, INITIALIZING, at(0)), (0, "m2", None, INITIALIZING, at(0)),
-        (0, "m3", None, INITIALIZING, at(0)),
-        (1, "m1", INITIALIZING, HEALTHY, at(1)),
-        (2, "m2", INITIALIZING, UNHEALTHY, at(5)), (2, "m3", INITIALIZING, UNHEALTHY, at(5)),
-        (2, "m1", HEALTHY, UNHEALTHY, at(6)), (2, "m1", UNHEALTHY, HEALTHY, at(7)),
-        (3, "m2", UNHEALTHY, HEALTHY, at(8)),
-        (4, "m3", UNHEALTHY, HEALTHY, at(9)), (4, "m1", HEALTHY, UNHEALTHY, at(12)),
-        (4, "m2", HEALTHY, UNHEALTHY, at(13)), (4, "m3", HEALTHY, UNHEALTHY, at(14)),
-    ], key=_sortable)
+    expected = sorted(
+        [
+            (0, "m1", None, INITIALIZING, at(0)),
+            (0, "m2", None, INITIALIZING, at(0)),
+            (0, "m3", None, INITIALIZING, at(0)),
+            (1, "m1", INITIALIZING, HEALTHY, at(1)),
+            (2, "m2", INITIALIZING, UNHEALTHY, at(5)),
+            (2, "m3", INITIALIZING, UNHEALTHY, at(5)),
+            (2, "m1", HEALTHY, UNHEALTHY, at(6)),
+            (2, "m1", UNHEALTHY, HEALTHY, at(7)),
+            (3, "m2", UNHEALTHY, HEALTHY, at(8)),
+            (4, "m3", UNHEALTHY, HEALTHY, at(9)),
+            (4, "m1", HEALTHY, UNHEALTHY, at(12)),
+            (4, "m2", HEALTHY, UNHEALTHY, at(13)),
+            (4, "m3", HEALTHY, UNHEALTHY, at(14)),
+        ],
+        key=_sortable,
+    )
     missing = [e for e in expected if e not in rows]
     extra = [r for r in rows if r not in expected]
     assert rows == expected, (
@@ -486,20 +645,29 @@ def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
         f"Missing: {_describe(missing)}. Not expected: {_describe(extra)}. Only bodies with a "
         f"non-blank machine_name are heartbeats (m3's unparsable machine_time still counts); "
         f"event_time is the event's enqueuedTime, not its machine_time; and the last batch can "
-        f"close the deadlines only if last_enqueued_sequence_number comes from systemProperties.")
+        f"close the deadlines only if last_enqueued_sequence_number comes from systemProperties."
+    )
 
 
 # --- 8.5 · the wired query --------------------------------------------------------------------
 
-FAKE_CS = ("Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=course;SharedAccessKey=course;"
-           "UseDevelopmentEmulator=true")
+FAKE_CS = (
+    "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=course;SharedAccessKey=course;"
+    "UseDevelopmentEmulator=true"
+)
 
 
-def _settings_for(connection_string: str, checkpoint: Path, trigger: str = "750 milliseconds") -> dict:
+def _settings_for(
+    connection_string: str, checkpoint: Path, trigger: str = "750 milliseconds"
+) -> dict:
     return {
-        "source": {"connectionString": connection_string, "eventHubName": "heartbeats",
-                   "consumerGroup": "$Default", "startingPosition": "earliest",
-                   "maxEventsPerTrigger": "1000"},
+        "source": {
+            "connectionString": connection_string,
+            "eventHubName": "heartbeats",
+            "consumerGroup": "$Default",
+            "startingPosition": "earliest",
+            "maxEventsPerTrigger": "1000",
+        },
         "sink": {"connectionString": connection_string, "eventHubName": "status"},
         "checkpointLocation": str(checkpoint),
         "trigger": trigger,
@@ -512,8 +680,11 @@ def _writer(nb, spark, settings: dict, timeout_ms: int = HOUR_MS):
     writer = nb.monitor_writer(spark, settings, _processor(timeout_ms))
     assert isinstance(writer, DataStreamWriter), (
         f"monitor_writer() should return the DataStreamWriter (df.writeStream... without "
-        f".start()); it returned {type(writer).__name__}.")
-    assert not spark.streams.active, "monitor_writer() should not start the query: return the writer."
+        f".start()); it returned {type(writer).__name__}."
+    )
+    assert not spark.streams.active, (
+        "monitor_writer() should not start the query: return the writer."
+    )
     return writer
 
 
@@ -532,21 +703,29 @@ def test_the_writer_is_set_up_from_the_settings(nb, spark, tmp_path):
     sink = _writer_field(writer, "source")
     assert sink == "eventhubs", f"The writer should write format('eventhubs'); it writes {sink!r}."
     options = _writer_field(writer, "extraOptions")
-    for key, value in [("connectionString", FAKE_CS), ("eventHubName", "status"),
-                       ("checkpointLocation", str(tmp_path / "checkpoint")), ("queryName", "heartbeat_monitor")]:
+    for key, value in [
+        ("connectionString", FAKE_CS),
+        ("eventHubName", "status"),
+        ("checkpointLocation", str(tmp_path / "checkpoint")),
+        ("queryName", "heartbeat_monitor"),
+    ]:
         found = options.get(key)
         got = found.get() if found.isDefined() else None
         assert got == value, (
             f"The writer's option {key} should be {value!r} (from settings['sink'], "
-            f"settings['checkpointLocation'] and QUERY_NAME); it is {got!r}.")
+            f"settings['checkpointLocation'] and QUERY_NAME); it is {got!r}."
+        )
     trigger = _writer_field(writer, "trigger").toString()
     assert trigger == "ProcessingTimeTrigger(750)", (
         f"With settings['trigger'] = '750 milliseconds', the writer's trigger should be "
-        f"processingTime 750 ms; it is {trigger}. Use .trigger(processingTime=settings['trigger']).")
+        f"processingTime 750 ms; it is {trigger}. Use .trigger(processingTime=settings['trigger'])."
+    )
 
 
 def _send(connection_string: str, events: list[tuple[str, bytes]]) -> None:
-    with EventHubProducerClient.from_connection_string(connection_string, eventhub_name="heartbeats") as producer:
+    with EventHubProducerClient.from_connection_string(
+        connection_string, eventhub_name="heartbeats"
+    ) as producer:
         for key, body in events:
             batch = producer.create_batch(partition_key=key)
             batch.add(EventData(body))
@@ -556,7 +735,8 @@ def _send(connection_string: str, events: list[tuple[str, bytes]]) -> None:
 def _status_events(connection_string: str, timeout: float = 60) -> list:
     """Every event in the status hub now: as many as its partition says it holds."""
     client = EventHubConsumerClient.from_connection_string(
-        connection_string, consumer_group="$Default", eventhub_name="status")
+        connection_string, consumer_group="$Default", eventhub_name="status"
+    )
     with client:
         props = client.get_partition_properties("0")
         count = 0 if props["is_empty"] else props["last_enqueued_sequence_number"] + 1
@@ -568,11 +748,16 @@ def _status_events(connection_string: str, timeout: float = 60) -> list:
                 done.set()
 
         if count:
-            thread = threading.Thread(target=client.receive_batch, daemon=True, kwargs=dict(
-                on_event_batch=on_batch, starting_position="-1", max_wait_time=1))
+            thread = threading.Thread(
+                target=client.receive_batch,
+                daemon=True,
+                kwargs=dict(on_event_batch=on_batch, starting_position="-1", max_wait_time=1),
+            )
             thread.start()
             done.wait(timeout)
-    assert len(received) >= count, f"Read {len(received)} of the status hub's {count} events in {timeout:.0f} s."
+    assert len(received) >= count, (
+        f"Read {len(received)} of the status hub's {count} events in {timeout:.0f} s."
+    )
     return received
 
 
@@ -606,19 +791,31 @@ def test_the_query_turns_heartbeats_into_status_events_on_the_hub(nb, spark, tmp
                 raise
             raise AssertionError(f"The query failed: {query_cause(error)}") from None
     got = [(_key(e), json.loads(e.body_as_str())) for e in events]
-    summary = [(key, body.get("machine_name"), body.get("previous_status"), body.get("status")) for key, body in got]
-    expected_first = [("m1", "m1", None, INITIALIZING), ("m1", "m1", INITIALIZING, UNHEALTHY),
-                      ("m2", "m2", None, INITIALIZING), ("m2", "m2", INITIALIZING, UNHEALTHY)]
-    assert sorted(summary[:len(first)], key=_sortable) == expected_first and len(first) == 4, (
+    summary = [
+        (key, body.get("machine_name"), body.get("previous_status"), body.get("status"))
+        for key, body in got
+    ]
+    expected_first = [
+        ("m1", "m1", None, INITIALIZING),
+        ("m1", "m1", INITIALIZING, UNHEALTHY),
+        ("m2", "m2", None, INITIALIZING),
+        ("m2", "m2", INITIALIZING, UNHEALTHY),
+    ]
+    assert sorted(summary[: len(first)], key=_sortable) == expected_first and len(first) == 4, (
         f"The first run, with a 1 ms timeout, read a broken event and two heartbeats from "
         f"'heartbeats' (startingPosition earliest, from settings['source']) to the end of the "
         f"hub: the status hub should then hold four events, (partition key, machine, previous, "
-        f"status) = {expected_first}; it held {summary[:len(first)]}. Without the option "
-        f"systemProperties the processor cannot know it read a partition to its end.")
-    assert summary[len(first):] == [("m1", "m1", UNHEALTHY, HEALTHY), ("m1", "m1", HEALTHY, UNHEALTHY)], (
+        f"status) = {expected_first}; it held {summary[: len(first)]}. Without the option "
+        f"systemProperties the processor cannot know it read a partition to its end."
+    )
+    assert summary[len(first) :] == [
+        ("m1", "m1", UNHEALTHY, HEALTHY),
+        ("m1", "m1", HEALTHY, UNHEALTHY),
+    ], (
         f"The second run, on the same checkpoint, read one more heartbeat of m1: it should add "
         f"exactly two status events, m1: Unhealthy -> Healthy -> Unhealthy; it added "
-        f"{summary[len(first):]}.")
+        f"{summary[len(first) :]}."
+    )
     times = {}
     for key, body in got:
         times.setdefault(key, []).append(body.get("last_status_change_time"))
@@ -626,4 +823,5 @@ def test_the_query_turns_heartbeats_into_status_events_on_the_hub(nb, spark, tmp
         beat, silent = (datetime.fromisoformat(t) for t in stamps[:2])
         assert silent - beat == timedelta(milliseconds=1), (
             f"{machine}'s Unhealthy event should say it changed 1 ms (the timeout) after its "
-            f"heartbeat's enqueue time, {stamps[0]}; it says {stamps[1]}.")
+            f"heartbeat's enqueue time, {stamps[0]}; it says {stamps[1]}."
+        )

@@ -1,4 +1,4 @@
-""""Did you save?": notices a notebook whose running kernel holds newer code than its file.
+""" "Did you save?": notices a notebook whose running kernel holds newer code than its file.
 
 The grader reads the saved file; JupyterLab autosaves only every two minutes. Every cell a
 kernel runs is kept in IPython's history database (``$IPYTHONDIR``, by default
@@ -45,7 +45,8 @@ def _runs(path: Path) -> list[tuple[datetime, str]]:
                 "SELECT s.start, h.source_raw FROM history h JOIN sessions s "
                 "ON h.session = s.session WHERE s.start >= ? AND s.end IS NULL "
                 "ORDER BY h.session, h.line",
-                (since,)).fetchall()
+                (since,),
+            ).fetchall()
     except sqlite3.Error:
         return []
     runs = []
@@ -86,7 +87,9 @@ def open_notebooks() -> set[Path]:
         if host not in ("127.0.0.1", "localhost", "::1"):
             continue
         url = server["url"].rstrip("/") + "/api/sessions"
-        request = urllib.request.Request(url, headers={"Authorization": f"token {server.get('token', '')}"})
+        request = urllib.request.Request(
+            url, headers={"Authorization": f"token {server.get('token', '')}"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=2) as answer:
                 sessions = json.load(answer)
@@ -110,8 +113,9 @@ def warnings(labs: list[Lab], graded: dict, notebooks: str) -> list[dict]:
     from streamlab.authoring import NOT_DONE, exercise_id
 
     found = []
-    statuses = {(lab["id"], e["id"]): e["status"]
-                for lab in graded["labs"] for e in lab["exercises"]}
+    statuses = {
+        (lab["id"], e["id"]): e["status"] for lab in graded["labs"] for e in lab["exercises"]
+    }
     for lab in labs:
         folder = Path(notebooks)
         path = lab.notebook(folder if folder.is_absolute() else REPO_ROOT / folder)
@@ -137,9 +141,16 @@ def warnings(labs: list[Lab], graded: dict, notebooks: str) -> list[dict]:
                 continue
             stub = NOT_DONE.format(id=exercise)
             if (stub in cell.source and stub not in last) or started > saved_at:
-                found.append({"lab": lab.id, "exercise": exercise, "notebook": str(path),
-                              "message": (
-                                  f"Exercise {exercise}: the code you last ran in its cell is "
-                                  f"not the code saved in {path.name}. Did you save? "
-                                  "(File > Save, or Ctrl-S; then grade again.)")})
+                found.append(
+                    {
+                        "lab": lab.id,
+                        "exercise": exercise,
+                        "notebook": str(path),
+                        "message": (
+                            f"Exercise {exercise}: the code you last ran in its cell is "
+                            f"not the code saved in {path.name}. Did you save? "
+                            "(File > Save, or Ctrl-S; then grade again.)"
+                        ),
+                    }
+                )
     return found

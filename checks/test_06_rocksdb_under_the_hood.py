@@ -15,7 +15,7 @@ import random
 import re
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark.sql import Row
@@ -24,64 +24,161 @@ from pyspark.sql.streaming.listener import QueryProgressEvent
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.grading import exercise
-from streamlab.grading.tws import Meter, ProcessorStory, ReferenceHeartbeatProcessor, status_tuples
+from streamlab.grading.heartbeat_checks import (
+    Meter,
+    ProcessorStory,
+    ReferenceHeartbeatProcessor,
+    status_tuples,
+)
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 SNAPSHOT_INTERVAL = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
 PREFIX = "spark.sql.streaming.stateStore.rocksdb."
-BASE_COLUMNS = ("query", "batch_id", "input_rows", "batch_duration_ms", "operator",
-                "rows_total", "rows_updated", "memory_used_bytes", "commit_time_ms")
-CUSTOM_METRICS = ("rocksdbCommitCheckpointLatency", "rocksdbChangeLogWriterCommitLatencyMs",
-                  "rocksdbSaveZipFilesLatencyMs", "rocksdbSstFileSize",
-                  "rocksdbPinnedBlocksMemoryUsage")
+BASE_COLUMNS = (
+    "query",
+    "batch_id",
+    "input_rows",
+    "batch_duration_ms",
+    "operator",
+    "rows_total",
+    "rows_updated",
+    "memory_used_bytes",
+    "commit_time_ms",
+)
+CUSTOM_METRICS = (
+    "rocksdbCommitCheckpointLatency",
+    "rocksdbChangeLogWriterCommitLatencyMs",
+    "rocksdbSaveZipFilesLatencyMs",
+    "rocksdbSstFileSize",
+    "rocksdbPinnedBlocksMemoryUsage",
+)
 
 
 # --- progress reports captured from real queries (PySpark 4.3.0, local[2]) ---------------
 # Custom metrics trimmed to a few; everything else as Spark reported it.
 
+
 def _source(rows):
-    return {"description": "FileStreamSource[file:/tmp/heartbeats]", "startOffset": {"logOffset": 0},
-            "endOffset": {"logOffset": 1}, "latestOffset": None, "numInputRows": rows,
-            "inputRowsPerSecond": 0.4, "processedRowsPerSecond": 2.3}
+    return {
+        "description": "FileStreamSource[file:/tmp/heartbeats]",
+        "startOffset": {"logOffset": 0},
+        "endOffset": {"logOffset": 1},
+        "latestOffset": None,
+        "numInputRows": rows,
+        "inputRowsPerSecond": 0.4,
+        "processedRowsPerSecond": 2.3,
+    }
 
 
 def _operator(name, total, updated, commit_ms, memory, custom):
-    return {"operatorName": name, "numRowsTotal": total, "numRowsUpdated": updated,
-            "allUpdatesTimeMs": 90, "numRowsRemoved": 0, "allRemovalsTimeMs": 0,
-            "commitTimeMs": commit_ms, "memoryUsedBytes": memory, "numRowsDroppedByWatermark": 0,
-            "numShufflePartitions": 2, "numStateStoreInstances": 2, "customMetrics": custom}
+    return {
+        "operatorName": name,
+        "numRowsTotal": total,
+        "numRowsUpdated": updated,
+        "allUpdatesTimeMs": 90,
+        "numRowsRemoved": 0,
+        "allRemovalsTimeMs": 0,
+        "commitTimeMs": commit_ms,
+        "memoryUsedBytes": memory,
+        "numRowsDroppedByWatermark": 0,
+        "numShufflePartitions": 2,
+        "numStateStoreInstances": 2,
+        "customMetrics": custom,
+    }
 
 
 def _report(name, batch_id, duration_ms, rows, operators):
-    return {"id": "07c2bc0a-3ef2-438e-8a93-c39871e0ef64", "runId": "cabfdb6d-638b-4a6c-9bc2-97ccf0315ec0",
-            "name": name, "timestamp": "2026-11-22T08:21:16.300Z", "batchId": batch_id,
-            "batchDuration": duration_ms, "numInputRows": rows, "inputRowsPerSecond": 0.4,
-            "processedRowsPerSecond": 2.3,
-            "durationMs": {"addBatch": 836, "commitOffsets": 167, "getBatch": 14, "latestOffset": 149,
-                           "queryPlanning": 84, "triggerExecution": duration_ms, "walCommit": 62},
-            "stateOperators": operators, "sources": [_source(rows)],
-            "sink": {"description": "NoopTable", "numOutputRows": rows}}
+    return {
+        "id": "07c2bc0a-3ef2-438e-8a93-c39871e0ef64",
+        "runId": "cabfdb6d-638b-4a6c-9bc2-97ccf0315ec0",
+        "name": name,
+        "timestamp": "2026-11-22T08:21:16.300Z",
+        "batchId": batch_id,
+        "batchDuration": duration_ms,
+        "numInputRows": rows,
+        "inputRowsPerSecond": 0.4,
+        "processedRowsPerSecond": 2.3,
+        "durationMs": {
+            "addBatch": 836,
+            "commitOffsets": 167,
+            "getBatch": 14,
+            "latestOffset": 149,
+            "queryPlanning": 84,
+            "triggerExecution": duration_ms,
+            "walCommit": 62,
+        },
+        "stateOperators": operators,
+        "sources": [_source(rows)],
+        "sink": {"description": "NoopTable", "numOutputRows": rows},
+    }
 
 
 # dropDuplicates(...).groupBy("machine_name").agg(count) on RocksDB with changelog checkpointing.
-ROCKSDB_REPORT = _report("heartbeats", 1, 1320, 3, [
-    _operator("stateStoreSave", 3, 3, 143, 4272, {
-        "SnapshotLastUploaded.partition_0_default": -1, "rocksdbChangeLogWriterCommitLatencyMs": 140,
-        "rocksdbCommitCheckpointLatency": 0, "rocksdbGetCount": 6, "rocksdbPinnedBlocksMemoryUsage": 176,
-        "rocksdbPutCount": 3, "rocksdbSaveZipFilesLatencyMs": 0, "rocksdbSstFileSize": 0}),
-    _operator("dedupe", 6, 3, 131, 4272, {
-        "SnapshotLastUploaded.partition_0_default": -1, "numDroppedDuplicateRows": 0,
-        "rocksdbChangeLogWriterCommitLatencyMs": 126, "rocksdbCommitCheckpointLatency": 0,
-        "rocksdbGetCount": 6, "rocksdbPinnedBlocksMemoryUsage": 176, "rocksdbPutCount": 3,
-        "rocksdbSaveZipFilesLatencyMs": 0, "rocksdbSstFileSize": 0}),
-])
+ROCKSDB_REPORT = _report(
+    "heartbeats",
+    1,
+    1320,
+    3,
+    [
+        _operator(
+            "stateStoreSave",
+            3,
+            3,
+            143,
+            4272,
+            {
+                "SnapshotLastUploaded.partition_0_default": -1,
+                "rocksdbChangeLogWriterCommitLatencyMs": 140,
+                "rocksdbCommitCheckpointLatency": 0,
+                "rocksdbGetCount": 6,
+                "rocksdbPinnedBlocksMemoryUsage": 176,
+                "rocksdbPutCount": 3,
+                "rocksdbSaveZipFilesLatencyMs": 0,
+                "rocksdbSstFileSize": 0,
+            },
+        ),
+        _operator(
+            "dedupe",
+            6,
+            3,
+            131,
+            4272,
+            {
+                "SnapshotLastUploaded.partition_0_default": -1,
+                "numDroppedDuplicateRows": 0,
+                "rocksdbChangeLogWriterCommitLatencyMs": 126,
+                "rocksdbCommitCheckpointLatency": 0,
+                "rocksdbGetCount": 6,
+                "rocksdbPinnedBlocksMemoryUsage": 176,
+                "rocksdbPutCount": 3,
+                "rocksdbSaveZipFilesLatencyMs": 0,
+                "rocksdbSstFileSize": 0,
+            },
+        ),
+    ],
+)
 # groupBy("machine_name").count() on the HDFS-backed provider.
-HDFS_REPORT = _report("on_hdfs", 1, 860, 3, [
-    _operator("stateStoreSave", 3, 3, 203, 1976, {
-        "SnapshotLastUploaded.partition_0_default": -1, "loadedMapCacheHitCount": 4,
-        "stateOnCurrentVersionSizeBytes": 912}),
-])
+HDFS_REPORT = _report(
+    "on_hdfs",
+    1,
+    860,
+    3,
+    [
+        _operator(
+            "stateStoreSave",
+            3,
+            3,
+            203,
+            1976,
+            {
+                "SnapshotLastUploaded.partition_0_default": -1,
+                "loadedMapCacheHitCount": 4,
+                "stateOnCurrentVersionSizeBytes": 912,
+            },
+        ),
+    ],
+)
 # select("machine_name"), unnamed: a stateless query.
 STATELESS_REPORT = _report(None, 1, 223, 3, [])
 
@@ -95,7 +192,8 @@ def _listener(nb, *args, **kwargs):
     listener = nb.StateMetricsListener(*args, **kwargs)
     assert isinstance(listener, StreamingQueryListener), (
         "StateMetricsListener should be a subclass of StreamingQueryListener, so that "
-        "spark.streams.addListener accepts it.")
+        "spark.streams.addListener accepts it."
+    )
     return listener
 
 
@@ -108,43 +206,60 @@ def _feed(listener, *reports) -> list[dict]:
                 f"onQueryProgress raised KeyError {error} on a batch of the "
                 f"{'HDFS-backed' if report is HDFS_REPORT else 'RocksDB'} provider. A provider reports "
                 f"only its own custom metrics: read them with op.customMetrics.get(name), which "
-                f"gives None for a missing one.") from None
+                f"gives None for a missing one."
+            ) from None
         assert result is None, (
             "onQueryProgress should append to self.rows and return nothing; it returned "
-            f"{type(result).__name__}. (A method that yields is a generator: Spark would never run it.)")
+            f"{type(result).__name__}. (A method that yields is a generator: Spark would never run it.)"
+        )
     rows = listener.rows
     assert isinstance(rows, list) and all(isinstance(r, dict) for r in rows), (
-        "self.rows should stay a list of dicts, one per state operator per batch.")
+        "self.rows should stay a list of dicts, one per state operator per batch."
+    )
     return rows
 
 
 def _expected(report, custom):
-    return [{"query": report["name"], "batch_id": report["batchId"],
-             "input_rows": report["numInputRows"], "batch_duration_ms": report["batchDuration"],
-             "operator": op["operatorName"], "rows_total": op["numRowsTotal"],
-             "rows_updated": op["numRowsUpdated"], "memory_used_bytes": op["memoryUsedBytes"],
-             "commit_time_ms": op["commitTimeMs"],
-             **{name: op["customMetrics"].get(name) for name in custom}}
-            for op in report["stateOperators"]]
+    return [
+        {
+            "query": report["name"],
+            "batch_id": report["batchId"],
+            "input_rows": report["numInputRows"],
+            "batch_duration_ms": report["batchDuration"],
+            "operator": op["operatorName"],
+            "rows_total": op["numRowsTotal"],
+            "rows_updated": op["numRowsUpdated"],
+            "memory_used_bytes": op["memoryUsedBytes"],
+            "commit_time_ms": op["commitTimeMs"],
+            **{name: op["customMetrics"].get(name) for name in custom},
+        }
+        for op in report["stateOperators"]
+    ]
 
 
 def _compare(got: list[dict], expected: list[dict], what: str) -> None:
     assert len(got) == len(expected), (
         f"{what} should add {len(expected)} row(s), one per state operator; the listener added "
-        f"{len(got)}.")
+        f"{len(got)}."
+    )
     for row, want in zip(got, expected):
         missing = [k for k in want if k not in row]
         extra = [k for k in row if k not in want]
         assert not missing and not extra, (
             f"Each row should have exactly the keys {list(want)}. "
-            + (f"Missing: {missing}. " if missing else "") + (f"Unexpected: {extra}." if extra else ""))
+            + (f"Missing: {missing}. " if missing else "")
+            + (f"Unexpected: {extra}." if extra else "")
+        )
         wrong = {k: (row[k], v) for k, v in want.items() if row[k] != v}
         assert not wrong, (
             f"{what}: these values differ from the report (yours, expected): "
-            + ", ".join(f"{k} {a!r} instead of {b!r}" for k, (a, b) in wrong.items()) + ".")
+            + ", ".join(f"{k} {a!r} instead of {b!r}" for k, (a, b) in wrong.items())
+            + "."
+        )
 
 
 # --- 6.1 · the listener ------------------------------------------------------------------
+
 
 @exercise("6.1")
 def test_listener_starts_empty_with_its_custom_metrics(nb):
@@ -152,29 +267,39 @@ def test_listener_starts_empty_with_its_custom_metrics(nb):
     assert listener.rows == [], "A new StateMetricsListener should have no rows yet."
     assert tuple(listener.custom_metrics) == CUSTOM_METRICS, (
         "By default the listener should collect the metrics in CUSTOM_METRICS. Did you edit the "
-        "constructor or the graded-setup cell?")
+        "constructor or the graded-setup cell?"
+    )
 
 
 @exercise("6.1")
 def test_one_row_per_state_operator(nb):
     rows = _feed(_listener(nb), ROCKSDB_REPORT)
-    _compare(rows, _expected(ROCKSDB_REPORT, CUSTOM_METRICS),
-             "A batch of a query with two state operators (dedupe, then an aggregation)")
+    _compare(
+        rows,
+        _expected(ROCKSDB_REPORT, CUSTOM_METRICS),
+        "A batch of a query with two state operators (dedupe, then an aggregation)",
+    )
 
 
 @exercise("6.1")
 def test_custom_metrics_come_from_the_constructor(nb):
     custom = ["rocksdbPutCount", "rocksdbGetCount"]
     rows = _feed(_listener(nb, custom_metrics=custom), ROCKSDB_REPORT)
-    _compare(rows, _expected(ROCKSDB_REPORT, custom),
-             "A listener built with custom_metrics=['rocksdbPutCount', 'rocksdbGetCount']")
+    _compare(
+        rows,
+        _expected(ROCKSDB_REPORT, custom),
+        "A listener built with custom_metrics=['rocksdbPutCount', 'rocksdbGetCount']",
+    )
 
 
 @exercise("6.1")
 def test_a_metric_the_provider_does_not_report_is_none(nb):
     rows = _feed(_listener(nb), HDFS_REPORT)
-    _compare(rows, _expected(HDFS_REPORT, CUSTOM_METRICS),
-             "A batch on the HDFS-backed provider (no rocksdb... metrics: each should be None)")
+    _compare(
+        rows,
+        _expected(HDFS_REPORT, CUSTOM_METRICS),
+        "A batch on the HDFS-backed provider (no rocksdb... metrics: each should be None)",
+    )
 
 
 @exercise("6.1")
@@ -183,14 +308,17 @@ def test_a_stateless_batch_adds_no_row_and_rows_accumulate(nb):
     rows = _feed(listener, STATELESS_REPORT)
     assert rows == [], (
         f"A batch of a stateless query has no state operators, so it adds no row; the listener "
-        f"added {rows}.")
+        f"added {rows}."
+    )
     rows = _feed(listener, ROCKSDB_REPORT, HDFS_REPORT)
     assert [r.get("query") for r in rows] == ["heartbeats", "heartbeats", "on_hdfs"], (
         "Rows should accumulate in self.rows across calls, in the order the batches arrive "
-        "(two from the first report, one from the second).")
+        "(two from the first report, one from the second)."
+    )
 
 
 # --- Spark plumbing ----------------------------------------------------------------------
+
 
 @contextmanager
 def _settings(spark, settings: dict):
@@ -213,7 +341,9 @@ def _settings(spark, settings: dict):
 
 def _heartbeats(folder: Path, name: str, machines: list[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps({"machine_name": m, "machine_time": "2026-11-22T10:00:00Z"}) for m in machines]
+    lines = [
+        json.dumps({"machine_name": m, "machine_time": "2026-11-22T10:00:00Z"}) for m in machines
+    ]
     (folder / f"{name}.json").write_text("\n".join(lines) + "\n")
 
 
@@ -227,20 +357,38 @@ def _cause(error: BaseException) -> str:
     return (lines[0] if lines else type(error).__name__)[:300]
 
 
-def _run(spark, incoming: Path, checkpoint, name: str, settings: dict | None = None,
-         what: str = "the query"):
+def _run(
+    spark,
+    incoming: Path,
+    checkpoint,
+    name: str,
+    settings: dict | None = None,
+    what: str = "the query",
+):
     """Count heartbeats per machine over ``incoming``, one file per batch; return the query."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
-    schema = StructType([StructField("machine_name", StringType()),
-                         StructField("machine_time", TimestampType())])
-    counts = (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(incoming))
-              .groupBy("machine_name").agg(F.count("*").alias("heartbeats")))
-    writer = (counts.writeStream.format("noop").queryName(name).outputMode("update")
-              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
+    schema = StructType(
+        [StructField("machine_name", StringType()), StructField("machine_time", TimestampType())]
+    )
+    counts = (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(incoming))
+        .groupBy("machine_name")
+        .agg(F.count("*").alias("heartbeats"))
+    )
+    writer = (
+        counts.writeStream.format("noop")
+        .queryName(name)
+        .outputMode("update")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+    )
     assert spark.conf.get("spark.sql.streaming.stateStore.providerClass") == ROCKSDB, (
-        "The session should use the RocksDB provider (a course bug if it does not).")
+        "The session should use the RocksDB provider (a course bug if it does not)."
+    )
     with _settings(spark, settings or {}):
         query = writer.start()
     try:
@@ -253,8 +401,11 @@ def _run(spark, incoming: Path, checkpoint, name: str, settings: dict | None = N
 def _listing(checkpoint, operator: int = 0, partition: int = 0) -> list[tuple[int, str]]:
     folder = Path(checkpoint) / "state" / str(operator) / str(partition)
     kinds = {".changelog": "changelog", ".zip": "snapshot"}
-    return sorted((int(p.stem), kinds[p.suffix]) for p in folder.iterdir()
-                  if p.is_file() and p.suffix in kinds and p.stem.isdigit())
+    return sorted(
+        (int(p.stem), kinds[p.suffix])
+        for p in folder.iterdir()
+        if p.is_file() and p.suffix in kinds and p.stem.isdigit()
+    )
 
 
 def _wait_for_listener(spark, listener, query, timeout_s: float = 30.0) -> None:
@@ -268,13 +419,16 @@ def _wait_for_listener(spark, listener, query, timeout_s: float = 30.0) -> None:
     last = query.lastProgress["batchId"]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if any(isinstance(r, dict) and r.get("query") == query.name and r.get("batch_id") == last
-               for r in listener.rows):
+        if any(
+            isinstance(r, dict) and r.get("query") == query.name and r.get("batch_id") == last
+            for r in listener.rows
+        ):
             return
         time.sleep(0.1)
 
 
 # --- 6.1 · the listener on a real query --------------------------------------------------
+
 
 @exercise("6.1", timeout=120)
 def test_listener_reads_real_progress_reports(nb, spark, tmp_path, checkpoint_dir):
@@ -302,21 +456,27 @@ def test_registered_listener_hears_every_batch(nb, spark, tmp_path, checkpoint_d
         _wait_for_listener(spark, listener, query)
     finally:
         spark.streams.removeListener(listener)
-    got = [(r.get("batch_id"), r.get("rows_total")) for r in listener.rows
-           if isinstance(r, dict) and r.get("query") == "lab06_live"]
+    got = [
+        (r.get("batch_id"), r.get("rows_total"))
+        for r in listener.rows
+        if isinstance(r, dict) and r.get("query") == "lab06_live"
+    ]
     expected = [(p.batchId, p.stateOperators[0].numRowsTotal) for p in query.recentProgress]
     assert got == expected, (
         f"Registered with spark.streams.addListener, the listener should hear every batch of the "
         f"query: (batch_id, rows_total) {expected}; it recorded {got}. An exception in "
-        f"onQueryProgress is logged by Spark, not raised: the checks above show it.")
+        f"onQueryProgress is logged by Spark, not raised: the checks above show it."
+    )
 
 
 # --- 6.2 · changelog or snapshot ---------------------------------------------------------
 
+
 def _commit_settings(nb, changelog, interval):
     settings = nb.commit_settings(changelog, interval)
     assert isinstance(settings, dict), (
-        f"commit_settings() should return a dict of settings; it returned {type(settings).__name__}.")
+        f"commit_settings() should return a dict of settings; it returned {type(settings).__name__}."
+    )
     return settings
 
 
@@ -326,12 +486,16 @@ def test_commit_settings_keys_and_values(nb):
         settings = _commit_settings(nb, changelog, interval)
         assert set(settings) == {CHANGELOG, SNAPSHOT_INTERVAL}, (
             f"commit_settings({changelog}, {interval}) should set exactly {CHANGELOG} and "
-            f"{SNAPSHOT_INTERVAL}; it set {sorted(settings)}.")
+            f"{SNAPSHOT_INTERVAL}; it set {sorted(settings)}."
+        )
         wrong = {k: v for k, v in settings.items() if not isinstance(v, str)}
-        assert not wrong, f"Every value should be a string, as Spark stores them; these are not: {wrong}."
+        assert not wrong, (
+            f"Every value should be a string, as Spark stores them; these are not: {wrong}."
+        )
         expected = {CHANGELOG: "true" if changelog else "false", SNAPSHOT_INTERVAL: str(interval)}
         assert {k: v.lower() for k, v in settings.items()} == expected, (
-            f"commit_settings({changelog}, {interval}) should be {expected}; it is {settings}.")
+            f"commit_settings({changelog}, {interval}) should be {expected}; it is {settings}."
+        )
 
 
 @exercise("6.2")
@@ -343,7 +507,8 @@ def test_commit_settings_rejects_an_interval_below_one(nb):
             continue
         raise AssertionError(
             f"commit_settings(True, {interval}) should raise ValueError (a snapshot every "
-            f"{interval} versions makes no sense); it returned {got!r}.")
+            f"{interval} versions makes no sense); it returned {got!r}."
+        )
 
 
 @exercise("6.2", timeout=150)
@@ -353,25 +518,40 @@ def test_the_settings_choose_what_a_commit_writes(nb, spark, tmp_path):
         _heartbeats(incoming, name, machines)
 
     changelog_ckpt = tmp_path / "changelog"
-    _run(spark, incoming, changelog_ckpt, "lab06_changelog", _commit_settings(nb, True, 10),
-         "The query with commit_settings(True, 10)")
+    _run(
+        spark,
+        incoming,
+        changelog_ckpt,
+        "lab06_changelog",
+        _commit_settings(nb, True, 10),
+        "The query with commit_settings(True, 10)",
+    )
     files = _listing(changelog_ckpt)
     expected = [(1, "changelog"), (2, "changelog"), (3, "changelog")]
     assert files == expected, (
         f"With commit_settings(True, 10), three batches should leave three changelogs and no "
-        f"snapshot in state/0/0: {expected}. The checkpoint holds {files}.")
+        f"snapshot in state/0/0: {expected}. The checkpoint holds {files}."
+    )
 
     snapshot_ckpt = tmp_path / "snapshot"
-    _run(spark, incoming, snapshot_ckpt, "lab06_snapshot", _commit_settings(nb, False, 10),
-         "The query with commit_settings(False, 10)")
+    _run(
+        spark,
+        incoming,
+        snapshot_ckpt,
+        "lab06_snapshot",
+        _commit_settings(nb, False, 10),
+        "The query with commit_settings(False, 10)",
+    )
     files = _listing(snapshot_ckpt)
     expected = [(1, "snapshot"), (2, "snapshot"), (3, "snapshot")]
     assert files == expected, (
         f"With commit_settings(False, 10), every commit is a snapshot: three batches should leave "
-        f"{expected} in state/0/0. The checkpoint holds {files}.")
+        f"{expected} in state/0/0. The checkpoint holds {files}."
+    )
 
 
 # --- 6.3 · the state store's files -------------------------------------------------------
+
 
 def _touch(path: Path, text: str = "x") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -381,8 +561,16 @@ def _touch(path: Path, text: str = "x") -> None:
 def _fake_checkpoint(root: Path) -> Path:
     ckpt = root / "checkpoint"
     p00 = ckpt / "state" / "0" / "0"
-    for name in ("1.changelog", "2.changelog", "2.zip", "10.changelog", ".1.changelog.crc",
-                 ".2.zip.crc", ".10.changelog.crc", "3.delta"):
+    for name in (
+        "1.changelog",
+        "2.changelog",
+        "2.zip",
+        "10.changelog",
+        ".1.changelog.crc",
+        ".2.zip.crc",
+        ".10.changelog.crc",
+        "3.delta",
+    ):
         _touch(p00 / name)
     _touch(p00 / "SSTs" / "000008-5b7e1b2c.sst")
     _touch(p00 / "_metadata" / "schema")
@@ -400,11 +588,14 @@ def test_state_files_reads_versions_and_kinds(nb, tmp_path):
     ckpt = _fake_checkpoint(tmp_path)
     got = nb.state_files(str(ckpt))
     expected = [(1, "changelog"), (2, "changelog"), (2, "snapshot"), (10, "changelog")]
-    assert isinstance(got, list), f"state_files() should return a list; it returned {type(got).__name__}."
+    assert isinstance(got, list), (
+        f"state_files() should return a list; it returned {type(got).__name__}."
+    )
     assert got == expected, (
         f"state/0/0 holds 1.changelog, 2.changelog, 2.zip and 10.changelog, plus .crc files, a "
         f"3.delta file, the folders SSTs/ and _metadata/: state_files should return {expected}; "
-        f"it returned {got}. Versions are numbers (2 comes before 10).")
+        f"it returned {got}. Versions are numbers (2 comes before 10)."
+    )
 
 
 @exercise("6.3")
@@ -414,7 +605,8 @@ def test_state_files_takes_operator_and_partition(nb, tmp_path):
         got = nb.state_files(str(ckpt), *args)
         assert got == expected, (
             f"state_files(checkpoint, operator={args[0]}, partition={args[1]}) should read "
-            f"state/{args[0]}/{args[1]} and return {expected}; it returned {got}.")
+            f"state/{args[0]}/{args[1]} and return {expected}; it returned {got}."
+        )
 
 
 @exercise("6.3")
@@ -424,7 +616,8 @@ def test_state_files_of_a_missing_folder_is_empty(nb, tmp_path):
         got = nb.state_files(str(path), *args)
         assert got == [], (
             f"When state/{args[0]}/{args[1]} does not exist (no commit yet), state_files should "
-            f"return []; it returned {got!r}.")
+            f"return []; it returned {got!r}."
+        )
 
 
 @exercise("6.3", timeout=150)
@@ -442,19 +635,23 @@ def test_state_files_on_a_real_checkpoint(nb, spark, tmp_path, checkpoint_dir):
         got = nb.state_files(checkpoint_dir, 0, partition)
         assert got == expected, (
             f"Two batches in snapshot mode, then two in changelog mode on the same checkpoint: "
-            f"state/0/{partition} holds {expected}; state_files returned {got}.")
+            f"state/0/{partition} holds {expected}; state_files returned {got}."
+        )
     kinds = {kind for _, kind in expected}
     assert kinds == {"changelog", "snapshot"}, (
-        f"The checkpoint should hold both kinds of file; it holds {expected} (a course bug).")
+        f"The checkpoint should hold both kinds of file; it holds {expected} (a course bug)."
+    )
 
 
 # --- 6.4 · bounded memory ----------------------------------------------------------------
+
 
 def _bounded(nb, *args, **kwargs):
     settings = nb.bounded_memory_settings(*args, **kwargs)
     assert isinstance(settings, dict), (
         f"bounded_memory_settings() should return a dict of settings; it returned "
-        f"{type(settings).__name__}.")
+        f"{type(settings).__name__}."
+    )
     return settings
 
 
@@ -469,37 +666,55 @@ def _number(value):
 def test_bounded_memory_settings(nb):
     for args, (mb, wb, hp) in (((256,), (256, 0.5, 0.1)), ((64, 0.3, 0.2), (64, 0.3, 0.2))):
         settings = _bounded(nb, *args)
-        keys = {PREFIX + k for k in ("boundedMemoryUsage", "maxMemoryUsageMB",
-                                     "writeBufferCacheRatio", "highPriorityPoolRatio")}
+        keys = {
+            PREFIX + k
+            for k in (
+                "boundedMemoryUsage",
+                "maxMemoryUsageMB",
+                "writeBufferCacheRatio",
+                "highPriorityPoolRatio",
+            )
+        }
         assert set(settings) == keys, (
             f"bounded_memory_settings{args} should set exactly {sorted(keys)}; it set "
-            f"{sorted(settings)}.")
+            f"{sorted(settings)}."
+        )
         wrong = {k: v for k, v in settings.items() if not isinstance(v, str)}
-        assert not wrong, f"Every value should be a string, as Spark stores them; these are not: {wrong}."
+        assert not wrong, (
+            f"Every value should be a string, as Spark stores them; these are not: {wrong}."
+        )
         assert settings[PREFIX + "boundedMemoryUsage"].lower() == "true", (
-            f"{PREFIX}boundedMemoryUsage should be \"true\".")
+            f'{PREFIX}boundedMemoryUsage should be "true".'
+        )
         assert settings[PREFIX + "maxMemoryUsageMB"] == str(mb), (
-            f"bounded_memory_settings{args}: maxMemoryUsageMB should be \"{mb}\" (a whole number "
-            f"of megabytes); it is {settings[PREFIX + 'maxMemoryUsageMB']!r}.")
+            f'bounded_memory_settings{args}: maxMemoryUsageMB should be "{mb}" (a whole number '
+            f"of megabytes); it is {settings[PREFIX + 'maxMemoryUsageMB']!r}."
+        )
         for key, want in (("writeBufferCacheRatio", wb), ("highPriorityPoolRatio", hp)):
             got = _number(settings[PREFIX + key])
             assert got is not None and math.isclose(got, want), (
                 f"bounded_memory_settings{args}: {key} should be {want}; it is "
-                f"{settings[PREFIX + key]!r}.")
+                f"{settings[PREFIX + key]!r}."
+            )
 
 
 @exercise("6.4")
 def test_bounded_memory_settings_rejects_what_spark_would(nb):
-    cases = [((0,), "a budget of 0 MB"), ((-64,), "a negative budget"),
-             ((64, 0.9, 0.1), "ratios adding up to 1"), ((64, 0.7, 0.5), "ratios adding up to more than 1"),
-             ((64, -0.1, 0.1), "a negative ratio")]
+    cases = [
+        ((0,), "a budget of 0 MB"),
+        ((-64,), "a negative budget"),
+        ((64, 0.9, 0.1), "ratios adding up to 1"),
+        ((64, 0.7, 0.5), "ratios adding up to more than 1"),
+        ((64, -0.1, 0.1), "a negative ratio"),
+    ]
     for args, why in cases:
         try:
             got = nb.bounded_memory_settings(*args)
         except ValueError:
             continue
         raise AssertionError(
-            f"bounded_memory_settings{args} should raise ValueError ({why}); it returned {got!r}.")
+            f"bounded_memory_settings{args} should raise ValueError ({why}); it returned {got!r}."
+        )
 
 
 @exercise("6.4", timeout=150)
@@ -508,16 +723,24 @@ def test_bounded_memory_settings_run_a_query(nb, spark, tmp_path, checkpoint_dir
     _heartbeats(incoming, "a", ["m1", "m2", "m3"])
     _heartbeats(incoming, "b", ["m3", "m4"])
     settings = _bounded(nb, 32)
-    query = _run(spark, incoming, checkpoint_dir, "lab06_bounded", settings,
-                 "The query with bounded_memory_settings(32)")
+    query = _run(
+        spark,
+        incoming,
+        checkpoint_dir,
+        "lab06_bounded",
+        settings,
+        "The query with bounded_memory_settings(32)",
+    )
     totals = [p.stateOperators[0].numRowsTotal for p in query.recentProgress]
     assert totals == [3, 4], (
         f"Under bounded memory the query should count the same machines: rows_total [3, 4] after "
-        f"its two batches; it reported {totals}.")
+        f"its two batches; it reported {totals}."
+    )
 
 
 # --- 6.5 · the plan ------------------------------------------------------------------------
 # Example figures for the function, not measurements of anything.
+
 
 def _m(nb, partitions, overhead_ms, rows_per_second):
     return nb.Measurement(partitions, overhead_ms, rows_per_second)
@@ -536,49 +759,89 @@ def _same(plan, expected) -> bool:
         return plan is expected
     if not isinstance(plan, tuple) or len(plan) != 4:
         return False
-    return (plan[0] == expected[0] and plan[1] == expected[1]
-            and math.isclose(plan[2], expected[2]) and math.isclose(plan[3], expected[3]))
+    return (
+        plan[0] == expected[0]
+        and plan[1] == expected[1]
+        and math.isclose(plan[2], expected[2])
+        and math.isclose(plan[3], expected[3])
+    )
 
 
 def _check_plan(nb, expected, why, *args, **kwargs):
     plan = _plan(nb, *args, **kwargs)
     assert plan is None or isinstance(plan, tuple), (
-        f"plan_query() should return a Plan (or None); it returned {type(plan).__name__}.")
-    shown = ", ".join([*(repr(a) if i != 2 else "measurements" for i, a in enumerate(args)),
-                       *(f"{k}={v!r}" for k, v in kwargs.items())])
+        f"plan_query() should return a Plan (or None); it returned {type(plan).__name__}."
+    )
+    shown = ", ".join(
+        [
+            *(repr(a) if i != 2 else "measurements" for i, a in enumerate(args)),
+            *(f"{k}={v!r}" for k, v in kwargs.items()),
+        ]
+    )
     wanted = None if expected is None else nb.Plan(*expected)
     assert _same(plan, expected), (
         f"plan_query({shown}) with 2 partitions at 400 ms + 10,000 rows/s and 4 at 600 ms + "
-        f"16,000 rows/s: {why} Expected {wanted}; got {plan}.")
+        f"16,000 rows/s: {why} Expected {wanted}; got {plan}."
+    )
 
 
 @exercise("6.5")
 def test_the_largest_trigger_that_meets_the_target(nb):
-    _check_plan(nb, (2_000, 2, 600.0, 2_600.0),
-                "5000 ms waits too long; at 2000 ms both keep up and the fewest partitions win.",
-                1_000, 3_000, _figures(nb))
+    _check_plan(
+        nb,
+        (2_000, 2, 600.0, 2_600.0),
+        "5000 ms waits too long; at 2000 ms both keep up and the fewest partitions win.",
+        1_000,
+        3_000,
+        _figures(nb),
+    )
 
 
 @exercise("6.5")
 def test_keeping_up_and_the_target_are_inclusive(nb):
-    _check_plan(nb, (2_000, 2, 2_000.0, 4_000.0),
-                "at 2000 ms, 2 partitions take exactly 2000 ms per batch and reach exactly 4000 ms: "
-                "that still counts.", 8_000, 4_000, _figures(nb))
+    _check_plan(
+        nb,
+        (2_000, 2, 2_000.0, 4_000.0),
+        "at 2000 ms, 2 partitions take exactly 2000 ms per batch and reach exactly 4000 ms: "
+        "that still counts.",
+        8_000,
+        4_000,
+        _figures(nb),
+    )
 
 
 @exercise("6.5")
 def test_more_partitions_when_fewer_cannot_keep_up(nb):
-    _check_plan(nb, (5_000, 4, 4_350.0, 9_350.0),
-                "at 10000 ms the latency is too high; at 5000 ms only 4 partitions keep up "
-                "(2 would take 6400 ms per batch).", 12_000, 12_000, _figures(nb))
+    _check_plan(
+        nb,
+        (5_000, 4, 4_350.0, 9_350.0),
+        "at 10000 ms the latency is too high; at 5000 ms only 4 partitions keep up "
+        "(2 would take 6400 ms per batch).",
+        12_000,
+        12_000,
+        _figures(nb),
+    )
 
 
 @exercise("6.5")
 def test_no_plan_when_nothing_keeps_up(nb):
-    _check_plan(nb, None, "20,000 heartbeats/s is more than either configuration processes.",
-                20_000, 60_000, _figures(nb))
-    _check_plan(nb, None, "a 500 ms target is out of reach: even the 250 ms trigger needs "
-                "425 ms batches, longer than the trigger.", 1_000, 500, _figures(nb))
+    _check_plan(
+        nb,
+        None,
+        "20,000 heartbeats/s is more than either configuration processes.",
+        20_000,
+        60_000,
+        _figures(nb),
+    )
+    _check_plan(
+        nb,
+        None,
+        "a 500 ms target is out of reach: even the 250 ms trigger needs "
+        "425 ms batches, longer than the trigger.",
+        1_000,
+        500,
+        _figures(nb),
+    )
 
 
 @exercise("6.5")
@@ -587,16 +850,30 @@ def test_the_order_of_measurements_does_not_matter(nb):
     assert _same(plan, (2_000, 2, 600.0, 2_600.0)), (
         f"With the measurements in the other order (4 partitions first) the answer is the same: "
         f"at 2000 ms both keep up and the fewest partitions win, Plan(2000, 2, 600.0, 2600.0). "
-        f"Got {plan}.")
+        f"Got {plan}."
+    )
 
 
 @exercise("6.5")
 def test_trigger_choices_and_heartbeat_rate_are_parameters(nb):
-    _check_plan(nb, (700, 2, 470.0, 1_170.0), "only 300 and 700 ms are allowed here.",
-                1_000, 3_000, _figures(nb), trigger_choices_ms=(300, 700))
-    _check_plan(nb, (2_000, 2, 2_000.0, 4_000.0),
-                "4,000 machines sending 2 heartbeats a second are 8,000 rows a second.",
-                4_000, 4_000, _figures(nb), heartbeats_per_second=2.0)
+    _check_plan(
+        nb,
+        (700, 2, 470.0, 1_170.0),
+        "only 300 and 700 ms are allowed here.",
+        1_000,
+        3_000,
+        _figures(nb),
+        trigger_choices_ms=(300, 700),
+    )
+    _check_plan(
+        nb,
+        (2_000, 2, 2_000.0, 4_000.0),
+        "4,000 machines sending 2 heartbeats a second are 8,000 rows a second.",
+        4_000,
+        4_000,
+        _figures(nb),
+        heartbeats_per_second=2.0,
+    )
 
 
 @exercise("6.5")
@@ -604,9 +881,11 @@ def test_the_plan_is_a_plan(nb):
     plan = _plan(nb, 1_000, 3_000, _figures(nb))
     assert isinstance(plan, nb.Plan), (
         f"plan_query() should return a Plan(trigger_ms, shuffle_partitions, batch_ms, "
-        f"worst_latency_ms); it returned {type(plan).__name__}: {plan!r}.")
+        f"worst_latency_ms); it returned {type(plan).__name__}: {plan!r}."
+    )
     assert isinstance(plan.trigger_ms, int) and not isinstance(plan.trigger_ms, bool), (
-        f"Plan.trigger_ms should be one of trigger_choices_ms, an int; it is {plan.trigger_ms!r}.")
+        f"Plan.trigger_ms should be one of trigger_choices_ms, an int; it is {plan.trigger_ms!r}."
+    )
 
 
 # --- 6.6 · one state value per bucket of machines ---------------------------------------
@@ -629,14 +908,16 @@ class Buckets(ProcessorStory):
     """BucketedHeartbeatProcessor on a TwsTester: buckets of machines, a clock set by the check."""
 
     def __init__(self, nb, timeout_ms: int = 5_000, retire_after_ms: int = 3_600_000):
-        super().__init__(nb.BucketedHeartbeatProcessor(timeout_ms=timeout_ms,
-                                                       retire_after_ms=retire_after_ms),
-                         "BucketedHeartbeatProcessor")
+        super().__init__(
+            nb.BucketedHeartbeatProcessor(timeout_ms=timeout_ms, retire_after_ms=retire_after_ms),
+            "BucketedHeartbeatProcessor",
+        )
 
     def beat(self, *machines: str, bucket: int = 0) -> list[tuple]:
         """One micro-batch of ``bucket`` at the current time: one heartbeat per name given."""
-        rows = [Row(machine_name=m, machine_time=datetime(2026, 11, 22, tzinfo=timezone.utc))
-                for m in machines]
+        rows = [
+            Row(machine_name=m, machine_time=datetime(2026, 11, 22, tzinfo=UTC)) for m in machines
+        ]
         return sorted(self.batch(bucket, rows), key=lambda r: (r[0], r[3], r[1]))
 
     def at(self, ms: int) -> list[tuple]:
@@ -673,10 +954,12 @@ def test_bucketed_first_heartbeats_are_initializing(nb):
     assert rows == expected, (
         f"The first heartbeats of two new machines of one bucket, at 1000 ms, should emit "
         f"{_said(expected)}, one row per machine named after the machine (not the bucket); "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}.")
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}."
+    )
     assert fleet.machines() >= {"m1", "m2"}, (
         f"After that batch the bucket's state should hold both machines; it holds "
-        f"{sorted(fleet.machines())}.")
+        f"{sorted(fleet.machines())}."
+    )
 
 
 @exercise("6.6")
@@ -686,18 +969,21 @@ def test_bucketed_heartbeats_in_one_batch_count_once(nb):
     rows = fleet.beat("m1", "m2", "m1", "m1", "m2")
     assert [r[:2] for r in rows] == [("m1", INITIALIZING), ("m2", INITIALIZING)], (
         f"Three heartbeats of m1 and two of m2 in one micro-batch are one piece of news per "
-        f"machine: one Initializing row each. BucketedHeartbeatProcessor emitted {_said(rows)}.")
+        f"machine: one Initializing row each. BucketedHeartbeatProcessor emitted {_said(rows)}."
+    )
     fleet.at(2_000)
     rows = fleet.beat("m2", "m1", "m2", "m1", "m1")
     expected = [("m1", HEALTHY, INITIALIZING, 2_000), ("m2", HEALTHY, INITIALIZING, 2_000)]
     assert rows == expected, (
         f"The same heartbeats in the next micro-batch should emit {_said(expected)}; "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}.")
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}."
+    )
     fleet.at(3_000)
     rows = fleet.beat("m1", "m2", "m1")
     assert rows == [], (
         f"Healthy machines that send more heartbeats have not changed: emit nothing. At 3000 ms "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}.")
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}."
+    )
 
 
 @exercise("6.6")
@@ -714,15 +1000,21 @@ def test_bucketed_machines_are_independent(nb):
     assert m1 == [(INITIALIZING, None, 1_000), (HEALTHY, INITIALIZING, 2_000)], (
         f"m1 beats every second and should only go Initializing, then Healthy at 2000 ms; "
         f"BucketedHeartbeatProcessor emitted {_said([('m1', *r) for r in m1])} for it. Its "
-        f"bucket-mate m2 going silent must not change m1.")
-    assert m2 == [(INITIALIZING, None, 1_000), (HEALTHY, INITIALIZING, 2_000),
-                  (UNHEALTHY, HEALTHY, 7_000)], (
+        f"bucket-mate m2 going silent must not change m1."
+    )
+    assert m2 == [
+        (INITIALIZING, None, 1_000),
+        (HEALTHY, INITIALIZING, 2_000),
+        (UNHEALTHY, HEALTHY, 7_000),
+    ], (
         f"m2 beat at 1000 and 2000 ms only, in the same bucket as m1, which kept beating: m2 "
         f"should turn Unhealthy at 7000 ms, once. BucketedHeartbeatProcessor emitted "
-        f"{_said([('m2', *r) for r in m2])} for it.")
+        f"{_said([('m2', *r) for r in m2])} for it."
+    )
     assert m3 == [INITIALIZING, HEALTHY], (
         f"m3, alone in another bucket and beating every second, should only go Initializing, "
-        f"Healthy; BucketedHeartbeatProcessor emitted {m3} for it.")
+        f"Healthy; BucketedHeartbeatProcessor emitted {m3} for it."
+    )
 
 
 @exercise("6.6")
@@ -737,26 +1029,31 @@ def test_bucketed_silence_turns_each_machine_unhealthy_once(nb):
     early = fleet.at(6_999)
     assert early == [], (
         f"At 6999 ms m1 has been silent for 4999 ms, less than the 5000 ms timeout: emit nothing "
-        f"yet. BucketedHeartbeatProcessor emitted {_said(early)}.")
+        f"yet. BucketedHeartbeatProcessor emitted {_said(early)}."
+    )
     rows = fleet.at(7_000)
     assert rows == [("m1", UNHEALTHY, HEALTHY, 7_000)], (
         f"At 7000 ms m1 has been silent for 5000 ms: emit m1: Healthy -> Unhealthy at 7000 ms, "
-        f"and nothing for m2, seen at 4000 ms. BucketedHeartbeatProcessor emitted {_said(rows)}.")
+        f"and nothing for m2, seen at 4000 ms. BucketedHeartbeatProcessor emitted {_said(rows)}."
+    )
     rows = fleet.at(8_999)
     assert rows == [], (
         f"At 8999 ms m2 has been silent for 4999 ms and m1 is already Unhealthy: emit nothing. "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}.")
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}."
+    )
     rows = fleet.at(9_000)
     assert rows == [("m2", UNHEALTHY, HEALTHY, 9_000)], (
         f"At 9000 ms m2 has been silent for 5000 ms: emit m2: Healthy -> Unhealthy at 9000 ms. "
         f"BucketedHeartbeatProcessor emitted {_said(rows)}. After a timer fires, register the "
-        f"next one at the earliest deadline of the machines left.")
+        f"next one at the earliest deadline of the machines left."
+    )
     later = []
     for t in range(10_000, 40_000, 1_000):
         later += fleet.at(t)
     assert later == [], (
         f"An Unhealthy machine that stays silent is reported once; from 10 s to 40 s "
-        f"BucketedHeartbeatProcessor emitted {_said(later)}.")
+        f"BucketedHeartbeatProcessor emitted {_said(later)}."
+    )
 
 
 @exercise("6.6")
@@ -771,7 +1068,8 @@ def test_bucketed_unhealthy_is_stamped_when_the_timer_fires(nb):
     assert rows == expected, (
         f"No micro-batch ran between 2000 and 9500 ms: at 9500 ms both machines are overdue and "
         f"turn Unhealthy, stamped with the time the timer fired, as lab 04's processor does: "
-        f"{_said(expected)}. BucketedHeartbeatProcessor emitted {_said(rows)}.")
+        f"{_said(expected)}. BucketedHeartbeatProcessor emitted {_said(rows)}."
+    )
 
 
 def _all_unhealthy(nb, retire_after_ms: int = 3_600_000) -> Buckets:
@@ -792,14 +1090,16 @@ def test_bucketed_recovery_arms_an_earlier_timer(nb):
     expected = [("m2", HEALTHY, UNHEALTHY, 10_000)]
     assert rows == expected, (
         f"An Unhealthy machine that sends a heartbeat recovers: {_said(expected)}. "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}.")
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}."
+    )
     early = fleet.at(14_999)
     rows = fleet.at(15_000)
     assert early + rows == [("m2", UNHEALTHY, HEALTHY, 15_000)], (
         f"m2 recovered at 10000 ms in a bucket whose machines were all Unhealthy, then went "
         f"silent: it should turn Unhealthy again at 15000 ms; BucketedHeartbeatProcessor emitted "
         f"{_said(early + rows)}. The bucket's only timer was a retirement an hour away: when a "
-        f"machine's new deadline is earlier than the armed timer, register one at that deadline.")
+        f"machine's new deadline is earlier than the armed timer, register one at that deadline."
+    )
 
 
 @exercise("6.6")
@@ -809,12 +1109,14 @@ def test_bucketed_newcomer_in_a_quiet_bucket_times_out(nb):
     rows = fleet.beat("m3")
     assert rows == [("m3", INITIALIZING, None, 10_000)], (
         f"A new machine in a bucket that already holds others is Initializing: "
-        f"m3: None -> Initializing at 10000 ms. BucketedHeartbeatProcessor emitted {_said(rows)}.")
+        f"m3: None -> Initializing at 10000 ms. BucketedHeartbeatProcessor emitted {_said(rows)}."
+    )
     rows = fleet.at(15_000)
     assert rows == [("m3", UNHEALTHY, INITIALIZING, 15_000)], (
         f"m3 joined a bucket whose machines were all Unhealthy and never beat again: it should "
         f"turn Unhealthy at 15000 ms; BucketedHeartbeatProcessor emitted {_said(rows)}. Register "
-        f"a timer when a new machine's deadline is earlier than the bucket's armed timer.")
+        f"a timer when a new machine's deadline is earlier than the bucket's armed timer."
+    )
 
 
 @exercise("6.6")
@@ -826,30 +1128,36 @@ def test_bucketed_retirement_is_silent_and_clears_the_bucket(nb):
     fleet.beat("m1", "m2")
     fleet.at(5_000)
     fleet.beat("m2")
-    fleet.at(7_000)   # m1 Unhealthy
+    fleet.at(7_000)  # m1 Unhealthy
     fleet.at(10_000)  # m2 Unhealthy
     rows = fleet.at(31_999)
     assert {"m1", "m2"} <= fleet.machines(), (
         f"At 31999 ms m1 has been silent for 29999 ms, less than retire_after_ms (30000): both "
-        f"machines should still be in the bucket's state; it holds {sorted(fleet.machines())}.")
+        f"machines should still be in the bucket's state; it holds {sorted(fleet.machines())}."
+    )
     rows += fleet.at(32_000)
     assert "m1" not in fleet.machines() and "m2" in fleet.machines(), (
         f"At 32000 ms, 30000 ms after its last heartbeat, m1 should be gone from the bucket and "
-        f"m2 (last seen at 5000 ms) still in it; the bucket holds {sorted(fleet.machines())}.")
+        f"m2 (last seen at 5000 ms) still in it; the bucket holds {sorted(fleet.machines())}."
+    )
     rows += fleet.at(34_999)
     assert "m2" in fleet.machines(), (
         f"At 34999 ms m2 has been silent for 29999 ms: it should still be in the bucket; the "
-        f"bucket holds {sorted(fleet.machines())}.")
+        f"bucket holds {sorted(fleet.machines())}."
+    )
     rows += fleet.at(35_000)
     assert rows == [], (
         f"Retiring a machine is silent: no output row. BucketedHeartbeatProcessor emitted "
-        f"{_said(rows)} while retiring m1 and m2.")
+        f"{_said(rows)} while retiring m1 and m2."
+    )
     assert not fleet.has_state(), (
         f"At 35000 ms the bucket's last machine retired: clear() the bucket's state. It still "
-        f"holds {sorted(fleet.machines()) or 'a value'}.")
+        f"holds {sorted(fleet.machines()) or 'a value'}."
+    )
     assert fleet.timers() == [], (
         f"A bucket whose machines all retired should leave no timer behind; it still has timers "
-        f"at {fleet.timers()} ms. Register a timer only for the machines that are left.")
+        f"at {fleet.timers()} ms. Register a timer only for the machines that are left."
+    )
 
 
 @exercise("6.6")
@@ -861,28 +1169,32 @@ def test_bucketed_retired_machine_starts_over(nb):
     expected = [("m1", INITIALIZING, None, 40_000)]
     assert rows == expected, (
         f"A retired machine that comes back is new again: {_said(expected)}. "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}.")
+        f"BucketedHeartbeatProcessor emitted {_said(rows)}."
+    )
 
 
 @exercise("6.6")
 def test_bucketed_retirement_counts_from_the_last_heartbeat(nb):
     fleet = _all_unhealthy(nb, retire_after_ms=30_000)
     fleet.at(20_000)
-    fleet.beat("m1")          # recovery
-    fleet.at(25_000)          # Unhealthy again
-    fleet.at(32_000)          # m2 retires; m1 must not
+    fleet.beat("m1")  # recovery
+    fleet.at(25_000)  # Unhealthy again
+    fleet.at(32_000)  # m2 retires; m1 must not
     assert "m1" in fleet.machines() and "m2" not in fleet.machines(), (
         f"m1 recovered at 20000 ms and went silent again, so it retires 30000 ms after that "
         f"heartbeat, at 50000 ms; m2, silent since 2000 ms, retires at 32000 ms. At 32000 ms the "
-        f"bucket should hold m1 only; it holds {sorted(fleet.machines())}.")
+        f"bucket should hold m1 only; it holds {sorted(fleet.machines())}."
+    )
     rows = fleet.at(50_000)
     assert rows == [] and not fleet.has_state(), (
         f"At 50000 ms m1 should be retired without output and the bucket cleared; "
         f"BucketedHeartbeatProcessor emitted {_said(rows)} and the bucket "
-        f"{'still holds ' + str(sorted(fleet.machines())) if fleet.has_state() else 'is empty'}.")
+        f"{'still holds ' + str(sorted(fleet.machines())) if fleet.has_state() else 'is empty'}."
+    )
 
 
 # --- 6.6 · the same story as lab 04's processor -----------------------------------------
+
 
 @exercise("6.6")
 def test_bucketed_tells_the_same_story_as_lab_04(nb):
@@ -893,37 +1205,53 @@ def test_bucketed_tells_the_same_story_as_lab_04(nb):
     machines = [f"m{i:02d}" for i in range(12)]
     bucket_of = {m: i % 3 for i, m in enumerate(machines)}
     talking = {m: rng.random() < 0.6 for m in machines}
-    reference = TwsTester(ReferenceHeartbeatProcessor(timeout_ms, retire_after_ms), timeMode="ProcessingTime")
+    reference = TwsTester(
+        ReferenceHeartbeatProcessor(timeout_ms, retire_after_ms), timeMode="ProcessingTime"
+    )
     fleet = Buckets(nb, timeout_ms=timeout_ms, retire_after_ms=retire_after_ms)
     history, now = [], 0
     while now < 300_000:
         now += rng.choice([500, 1_000, 1_000, 1_000, 2_000, 3_000, 7_000])
-        want = sorted(status_tuples(reference.setProcessingTime(now), "LeanHeartbeatProcessor", "handleExpiredTimer"), key=lambda r: (r[0], r[3], r[1]))
+        want = sorted(
+            status_tuples(
+                reference.setProcessingTime(now), "LeanHeartbeatProcessor", "handleExpiredTimer"
+            ),
+            key=lambda r: (r[0], r[3], r[1]),
+        )
         got = fleet.at(now)
         step = f"the timers due at {now} ms"
         assert got == want, (
             f"BucketedHeartbeatProcessor should emit what lab 04's processor emits for the same "
             f"heartbeats. After {'; '.join(history[-4:]) or 'the start'}, {step}: lab 04 emits "
-            f"{_said(want)}; yours emitted {_said(got)}.")
+            f"{_said(want)}; yours emitted {_said(got)}."
+        )
         for m in machines:
             if rng.random() < 0.08:
                 talking[m] = not talking[m]
         beating = [m for m in machines if talking[m] and rng.random() < 0.9]
         want, got = [], []
         for m in beating:
-            want += reference.test(m, [Row(machine_name=m, machine_time=None)] * rng.choice([1, 1, 2]))
+            want += reference.test(
+                m, [Row(machine_name=m, machine_time=None)] * rng.choice([1, 1, 2])
+            )
         for bucket in range(3):
-            names = [m for m in beating if bucket_of[m] == bucket for _ in range(rng.choice([1, 2]))]
+            names = [
+                m for m in beating if bucket_of[m] == bucket for _ in range(rng.choice([1, 2]))
+            ]
             rng.shuffle(names)
             if names:
                 got += fleet.beat(*names, bucket=bucket)
-        want = sorted(status_tuples(want, "LeanHeartbeatProcessor", "handleInputRows"), key=lambda r: (r[0], r[3], r[1]))
+        want = sorted(
+            status_tuples(want, "LeanHeartbeatProcessor", "handleInputRows"),
+            key=lambda r: (r[0], r[3], r[1]),
+        )
         got = sorted(got, key=lambda r: (r[0], r[3], r[1]))
         step = f"heartbeats of {', '.join(beating) or 'no machine'} at {now} ms"
         assert got == want, (
             f"BucketedHeartbeatProcessor should emit what lab 04's processor emits for the same "
             f"heartbeats. After {'; '.join(history[-4:]) or 'the start'}, {step}: lab 04 emits "
-            f"{_said(want)}; yours emitted {_said(got)}.")
+            f"{_said(want)}; yours emitted {_said(got)}."
+        )
         history.append(step)
 
 
@@ -953,7 +1281,8 @@ def test_bucketed_steady_batch_costs_two_state_calls(nb):
             f"A batch of a bucket whose four machines are all Healthy and beating should cost "
             f"exactly 2 state calls, one get and one update, however many machines the bucket "
             f"holds; BucketedHeartbeatProcessor made {sum(calls.values())} at {t} ms: "
-            f"{Meter.listing(calls)}. The armed timer is already earlier than now + timeout_ms: leave it.")
+            f"{Meter.listing(calls)}. The armed timer is already earlier than now + timeout_ms: leave it."
+        )
 
 
 @exercise("6.6")
@@ -966,44 +1295,57 @@ def test_bucketed_one_timer_per_bucket(nb):
         assert sum(calls.values()) <= 3, (
             f"A bucket's timer firing should cost at most 3 state calls (get, one registerTimer "
             f"at the earliest next deadline, update); at {t} ms BucketedHeartbeatProcessor made "
-            f"{sum(calls.values())}: {Meter.listing(calls)}.")
+            f"{sum(calls.values())}: {Meter.listing(calls)}."
+        )
         fleet.beat(*FOUR)
         timers = fleet.timers()
         assert len(timers) == 1, (
             f"A bucket of live machines needs exactly one pending timer, whatever its size; at "
             f"{t} ms the bucket has {len(timers)}: {timers}. Register one when a batch's deadline "
-            f"is earlier than the armed timer, and one when the armed timer fires.")
+            f"is earlier than the armed timer, and one when the armed timer fires."
+        )
 
 
 # --- 6.6 · the streaming query ------------------------------------------------------------
+
 
 def _bucketed_changes(nb, spark, folder: Path):
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
-    schema = StructType([StructField("machine_name", StringType()),
-                         StructField("machine_time", TimestampType())])
+    schema = StructType(
+        [StructField("machine_name", StringType()), StructField("machine_time", TimestampType())]
+    )
     heartbeats = spark.readStream.schema(schema).json(str(folder))
     # timeout_ms=1: every timer is due by the next run's batch, so timeouts show up without
     # waiting for any clock.
-    df = nb.bucketed_status_changes(heartbeats, nb.BucketedHeartbeatProcessor(timeout_ms=1),
-                                    buckets=2)
+    df = nb.bucketed_status_changes(
+        heartbeats, nb.BucketedHeartbeatProcessor(timeout_ms=1), buckets=2
+    )
     assert isinstance(df, DataFrame), (
         f"bucketed_status_changes() should return the DataFrame that transformWithState gives; "
-        f"it returned {type(df).__name__}. Return it without calling writeStream or start().")
-    assert df.isStreaming, "bucketed_status_changes() returned a batch DataFrame; it should be streaming."
+        f"it returned {type(df).__name__}. Return it without calling writeStream or start()."
+    )
+    assert df.isStreaming, (
+        "bucketed_status_changes() returned a batch DataFrame; it should be streaming."
+    )
     got = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
     expected = [(f.name, f.dataType.simpleString()) for f in nb.STATUS_SCHEMA.fields]
     assert got == expected, (
         f"The query's rows should be lab 04's, STATUS_SCHEMA: {expected}; they are {got}. Pass "
-        f"STATUS_SCHEMA as outputStructType: the bucket stays inside the query.")
+        f"STATUS_SCHEMA as outputStructType: the bucket stays inside the query."
+    )
     return df
 
 
 def _bucketed_run(nb, spark, incoming: Path, output: Path, checkpoint) -> tuple[list, object]:
-    writer = (_bucketed_changes(nb, spark, incoming).writeStream.format("parquet")
-              .option("path", str(output)).option("checkpointLocation", str(checkpoint))
-              .trigger(availableNow=True))
+    writer = (
+        _bucketed_changes(nb, spark, incoming)
+        .writeStream.format("parquet")
+        .option("path", str(output))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+    )
     # Processing-time timers make Spark run a batch every trigger even without data, so an
     # availableNow query would never end; without no-data batches it ends once input is done.
     with _settings(spark, {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
@@ -1013,9 +1355,12 @@ def _bucketed_run(nb, spark, incoming: Path, output: Path, checkpoint) -> tuple[
     except Exception as error:
         raise AssertionError(
             f"The query failed: {_cause(error)}. Check the arguments of transformWithState: "
-            f"STATUS_SCHEMA, \"Append\" and \"ProcessingTime\".") from None
-    rows = [(r.machine_name, r.status, r.previous_status, r.last_status_change_time)
-            for r in spark.read.parquet(str(output)).collect()]
+            f'STATUS_SCHEMA, "Append" and "ProcessingTime".'
+        ) from None
+    rows = [
+        (r.machine_name, r.status, r.previous_status, r.last_status_change_time)
+        for r in spark.read.parquet(str(output)).collect()
+    ]
     return rows, query
 
 
@@ -1031,23 +1376,29 @@ def test_bucketed_query_runs_on_rocksdb(nb, spark, tmp_path, checkpoint_dir):
     assert got == expected, (
         f"The first run (six machines, m1 three times, m2 twice, in 2 buckets) should emit one "
         f"Initializing row per machine, named after the machine, as lab 04's query does: "
-        f"{expected}; the query wrote {got}.")
+        f"{expected}; the query wrote {got}."
+    )
     assert all(isinstance(r[3], datetime) for r in first), (
-        "last_status_change_time should be a timestamp in every row.")
+        "last_status_change_time should be a timestamp in every row."
+    )
     keys = query.lastProgress.stateOperators[0].numRowsTotal
     assert keys <= 2, (
         f"Six machines in 2 buckets should leave at most 2 values in the state store, one per "
         f"bucket; it holds {keys}. Group by the bucket column, "
-        f"F.pmod(F.hash(\"machine_name\"), F.lit(buckets)), not by machine_name.")
+        f'F.pmod(F.hash("machine_name"), F.lit(buckets)), not by machine_name.'
+    )
 
     _heartbeats(incoming, "b", ["m1", "m1"])
     second, _ = _bucketed_run(nb, spark, incoming, output, checkpoint_dir)
     got = sorted(r[:3] for r in set(second) - set(first))
-    expected = [("m1", HEALTHY, INITIALIZING)] + [(m, UNHEALTHY, INITIALIZING) for m in machines[1:]]
+    expected = [("m1", HEALTHY, INITIALIZING)] + [
+        (m, UNHEALTHY, INITIALIZING) for m in machines[1:]
+    ]
     assert got == expected, (
         f"The second run on the same checkpoint, with a timeout of 1 ms and only m1 beating, "
         f"should add m1's Initializing -> Healthy and an Unhealthy row for each of the five "
-        f"others: {expected}; it added {got}. The state and the timers must survive between runs.")
+        f"others: {expected}; it added {got}. The state and the timers must survive between runs."
+    )
 
     _heartbeats(incoming, "c", ["m2"])
     third, _ = _bucketed_run(nb, spark, incoming, output, checkpoint_dir)
@@ -1055,4 +1406,5 @@ def test_bucketed_query_runs_on_rocksdb(nb, spark, tmp_path, checkpoint_dir):
     expected = [("m1", UNHEALTHY, HEALTHY), ("m2", HEALTHY, UNHEALTHY)]
     assert got == expected, (
         f"The third run, only m2 beating, should add m2's recovery and m1's timeout: "
-        f"{expected}; it added {got}.")
+        f"{expected}; it added {got}."
+    )

@@ -58,6 +58,8 @@ def install(shell) -> None:
         return
     _installed.add(id(shell))
     shell.events.register("pre_run_cell", _record)
-    _check.__doc__ = ("%check [EXERCISE | LAB ...]: grade exercises as you last ran their "
-                      "cells, e.g. %check 2.1. Without an argument, the lab of this notebook.")
+    _check.__doc__ = (
+        "%check [EXERCISE | LAB ...]: grade exercises as you last ran their "
+        "cells, e.g. %check 2.1. Without an argument, the lab of this notebook."
+    )
     shell.register_magic_function(_check, "line", "check")

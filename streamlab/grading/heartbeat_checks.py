@@ -10,18 +10,33 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 
 INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
-STATUS_SCHEMA = ("machine_name STRING, status STRING, previous_status STRING, "
-                 "last_status_change_time TIMESTAMP")
+STATUS_SCHEMA = (
+    "machine_name STRING, status STRING, previous_status STRING, last_status_change_time TIMESTAMP"
+)
 MACHINE_STATE = "status STRING, last_seen_ms LONG"
 
-_STATE_CALLS = ("get", "exists", "update", "clear", "getValue", "containsKey", "updateValue",
-                "iterator", "keys", "values", "removeKey", "put", "appendValue", "appendList")
+_STATE_CALLS = (
+    "get",
+    "exists",
+    "update",
+    "clear",
+    "getValue",
+    "containsKey",
+    "updateValue",
+    "iterator",
+    "keys",
+    "values",
+    "removeKey",
+    "put",
+    "appendValue",
+    "appendList",
+)
 _HANDLE_CALLS = ("registerTimer", "deleteTimer", "listTimers", "deleteIfExists")
 
 
@@ -34,7 +49,7 @@ def epoch_ms(value) -> int | None:
     if not isinstance(value, datetime):
         return None
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return round(value.timestamp() * 1000)
 
 
@@ -50,8 +65,12 @@ class ReferenceHeartbeatProcessor(StatefulProcessor):
         self.machine = handle.getValueState("machine", MACHINE_STATE)
 
     def _row(self, key, status, previous, now):
-        return Row(machine_name=key[0], status=status, previous_status=previous,
-                   last_status_change_time=datetime.fromtimestamp(now / 1000, tz=timezone.utc))
+        return Row(
+            machine_name=key[0],
+            status=status,
+            previous_status=previous,
+            last_status_change_time=datetime.fromtimestamp(now / 1000, tz=UTC),
+        )
 
     def handleInputRows(self, key, rows, timerValues):
         now = timerValues.getCurrentProcessingTimeInMs()
@@ -120,6 +139,7 @@ class Meter:
                 return method(*args, **kwargs)
             finally:
                 self._depth -= 1
+
         return counted
 
     def _wrap(self, obj, names):
@@ -138,6 +158,7 @@ class Meter:
             state = factory(*args, **kwargs)
             self._wrap(state, _STATE_CALLS)
             return state
+
         setattr(handle, name, wrapped)
 
 
@@ -154,15 +175,18 @@ def status_tuples(rows, who: str, method: str) -> list[tuple]:
     for row in rows:
         assert isinstance(row, Row), (
             f"{who}.{method} should emit Row objects (use status_row(...)); it emitted a "
-            f"{type(row).__name__}: {row!r}.")
+            f"{type(row).__name__}: {row!r}."
+        )
         fields = list(row.asDict().keys())
         assert fields == STATUS_FIELDS, (
             f"{who}.{method} emitted a row with the fields {fields}; STATUS_SCHEMA has "
-            f"{STATUS_FIELDS}, in that order. Build rows with status_row(...).")
+            f"{STATUS_FIELDS}, in that order. Build rows with status_row(...)."
+        )
         when = epoch_ms(row.last_status_change_time)
         assert when is not None, (
             f"last_status_change_time should be a datetime; {who}.{method} emitted "
-            f"{row.last_status_change_time!r}. status_row(...) converts milliseconds for you.")
+            f"{row.last_status_change_time!r}. status_row(...) converts milliseconds for you."
+        )
         summary.append((row.machine_name, row.status, row.previous_status, when))
     return summary
 
@@ -178,7 +202,8 @@ class ProcessorStory:
         self.name = name
         assert isinstance(processor, StatefulProcessor), (
             f"{name} should be a StatefulProcessor subclass; {name}() is a "
-            f"{type(processor).__name__}.")
+            f"{type(processor).__name__}."
+        )
         from pyspark.sql.streaming.tws_tester import TwsTester
 
         self.tester = TwsTester(processor, timeMode="ProcessingTime", outputMode="Append")
@@ -202,15 +227,18 @@ class ProcessorStory:
                 raise NothingReturned(
                     f"{self.name}.{method} returned None. It should return an iterator of Row "
                     "objects: yield status_row(...) when the status changes (a method that "
-                    "yields nothing is fine: it returns an empty generator).") from None
+                    "yields nothing is fine: it returns an empty generator)."
+                ) from None
             raise
         return status_tuples(out, self.name, method)
 
     def has_state(self, key) -> bool:
         handle = self.tester.handle
-        return (any(s.state.get(key) is not None for s in handle.value_states.values())
-                or any(s.state.get(key) for s in handle.list_states.values())
-                or any(s.state.get(key) for s in handle.map_states.values()))
+        return (
+            any(s.state.get(key) is not None for s in handle.value_states.values())
+            or any(s.state.get(key) for s in handle.list_states.values())
+            or any(s.state.get(key) for s in handle.map_states.values())
+        )
 
     def timers(self, key) -> list[int]:
         return list(self.tester.handle._timers.listTimers(key))

@@ -15,7 +15,8 @@ def _config(nb, partitions):
     conf = nb.build_session_config(partitions)
     assert isinstance(conf, dict), (
         f"build_session_config() should return a dict of settings, and it returned "
-        f"{type(conf).__name__}.")
+        f"{type(conf).__name__}."
+    )
     return conf
 
 
@@ -32,15 +33,17 @@ def test_config_values_are_strings(nb):
     wrong = {k: v for k, v in conf.items() if not isinstance(v, str)}
     assert not wrong, (
         f"Every value should be a string, as Spark's configuration stores them; these are not: "
-        f"{wrong}.")
+        f"{wrong}."
+    )
 
 
 @exercise("0.1")
 def test_config_selects_rocksdb_with_changelog(nb):
     conf = _config(nb, 2)
     assert conf.get(PROVIDER) == ROCKSDB, (
-        f"{PROVIDER} should name the RocksDB provider class, {ROCKSDB}; it is {conf.get(PROVIDER)!r}.")
-    assert str(conf.get(CHANGELOG)).lower() == "true", f"{CHANGELOG} should be \"true\"."
+        f"{PROVIDER} should name the RocksDB provider class, {ROCKSDB}; it is {conf.get(PROVIDER)!r}."
+    )
+    assert str(conf.get(CHANGELOG)).lower() == "true", f'{CHANGELOG} should be "true".'
 
 
 @exercise("0.1")
@@ -48,8 +51,9 @@ def test_config_uses_the_requested_partitions(nb):
     for partitions in (2, 7):
         conf = _config(nb, partitions)
         assert conf.get(PARTITIONS) == str(partitions), (
-            f"build_session_config({partitions}) should set {PARTITIONS} to \"{partitions}\"; "
-            f"it set {conf.get(PARTITIONS)!r}.")
+            f'build_session_config({partitions}) should set {PARTITIONS} to "{partitions}"; '
+            f"it set {conf.get(PARTITIONS)!r}."
+        )
 
 
 def _heartbeats(folder: Path, name: str, rows: list[tuple[str, str]]) -> None:
@@ -58,9 +62,13 @@ def _heartbeats(folder: Path, name: str, rows: list[tuple[str, str]]) -> None:
     (folder / f"{name}.json").write_text("\n".join(lines) + "\n")
 
 
-FIRST = [("m1", "2026-11-22T10:00:00Z"), ("m2", "2026-11-22T10:00:00Z"),
-         ("m1", "2026-11-22T10:00:01Z"), ("m2", "2026-11-22T10:00:01Z"),
-         ("m3", "2026-11-22T10:00:02Z")]
+FIRST = [
+    ("m1", "2026-11-22T10:00:00Z"),
+    ("m2", "2026-11-22T10:00:00Z"),
+    ("m1", "2026-11-22T10:00:01Z"),
+    ("m2", "2026-11-22T10:00:01Z"),
+    ("m3", "2026-11-22T10:00:02Z"),
+]
 SECOND = [("m1", "2026-11-22T10:00:05Z"), ("m3", "2026-11-22T10:00:05Z")]
 
 
@@ -68,19 +76,24 @@ def _run(nb, spark, incoming, output, checkpoint_dir):
     progress = nb.run_once(spark, str(incoming), str(output), checkpoint_dir)
     assert isinstance(progress, dict), (
         f"run_once() should return query.lastProgress (a dict); it returned "
-        f"{type(progress).__name__}. Did you forget the return, or return before the query ended?")
+        f"{type(progress).__name__}. Did you forget the return, or return before the query ended?"
+    )
     assert not spark.streams.active, (
         "The query is still running after run_once() returned: use trigger(availableNow=True) "
-        "and wait with query.awaitTermination().")
+        "and wait with query.awaitTermination()."
+    )
     return progress
 
 
 def _output_rows(spark, output):
     assert Path(output, "_spark_metadata").is_dir(), (
-        "No parquet output in output_dir: write with .writeStream.format(\"parquet\") and "
-        ".option(\"path\", output_dir).")
-    return sorted((r.machine_name, r.machine_time.strftime("%H:%M:%S"))
-                  for r in spark.read.parquet(str(output)).collect())
+        'No parquet output in output_dir: write with .writeStream.format("parquet") and '
+        '.option("path", output_dir).'
+    )
+    return sorted(
+        (r.machine_name, r.machine_time.strftime("%H:%M:%S"))
+        for r in spark.read.parquet(str(output)).collect()
+    )
 
 
 def _expected(rows):
@@ -95,9 +108,11 @@ def test_run_once_reads_every_heartbeat(nb, spark, tmp_path, checkpoint_dir):
     rows = _output_rows(spark, output)
     assert rows == _expected(FIRST), (
         f"The output should hold the {len(FIRST)} heartbeats of the input with machine_name and "
-        f"machine_time parsed; it holds {rows}.")
+        f"machine_time parsed; it holds {rows}."
+    )
     assert progress.get("numInputRows") == len(FIRST), (
-        f"lastProgress says {progress.get('numInputRows')} input rows; the folder has {len(FIRST)}.")
+        f"lastProgress says {progress.get('numInputRows')} input rows; the folder has {len(FIRST)}."
+    )
 
 
 @exercise("0.2", timeout=120)
@@ -106,27 +121,36 @@ def test_run_once_resumes_from_its_checkpoint(nb, spark, tmp_path, checkpoint_di
     _heartbeats(incoming, "a", FIRST)
     _run(nb, spark, incoming, output, checkpoint_dir)
     assert Path(checkpoint_dir, "commits").is_dir(), (
-        "No commits/ folder in checkpoint_dir: set .option(\"checkpointLocation\", checkpoint_dir).")
+        'No commits/ folder in checkpoint_dir: set .option("checkpointLocation", checkpoint_dir).'
+    )
     _heartbeats(incoming, "b", SECOND)
     progress = _run(nb, spark, incoming, output, checkpoint_dir)
     assert progress.get("numInputRows") == len(SECOND), (
         f"A second run on the same checkpoint should read only the new file ({len(SECOND)} rows); "
-        f"it read {progress.get('numInputRows')}.")
+        f"it read {progress.get('numInputRows')}."
+    )
     assert _output_rows(spark, output) == _expected(FIRST + SECOND), (
-        "After two runs the output should hold every heartbeat exactly once.")
+        "After two runs the output should hold every heartbeat exactly once."
+    )
 
 
-PROGRESS = {"id": "q", "batchId": 3, "numInputRows": 120,
-            "durationMs": {"addBatch": 50, "triggerExecution": 275}}
+PROGRESS = {
+    "id": "q",
+    "batchId": 3,
+    "numInputRows": 120,
+    "durationMs": {"addBatch": 50, "triggerExecution": 275},
+}
 
 
 @exercise("0.3")
 def test_summary_reads_the_three_numbers(nb):
     summary = nb.summarise_progress(PROGRESS)
     assert isinstance(summary, str), (
-        f"summarise_progress() should return a str; it returned {type(summary).__name__}.")
+        f"summarise_progress() should return a str; it returned {type(summary).__name__}."
+    )
     assert summary == "batch 3: 120 rows in 275 ms", (
-        f"Expected 'batch 3: 120 rows in 275 ms', got {summary!r}.")
+        f"Expected 'batch 3: 120 rows in 275 ms', got {summary!r}."
+    )
 
 
 @exercise("0.3")
@@ -135,4 +159,5 @@ def test_summary_of_another_report(nb):
     summary = nb.summarise_progress(other)
     assert summary == "batch 0: 0 rows in 9 ms", (
         f"Expected 'batch 0: 0 rows in 9 ms', got {summary!r}: are the numbers read from the "
-        "report, not written in?")
+        "report, not written in?"
+    )

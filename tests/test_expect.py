@@ -1,0 +1,57 @@
+"""A failed check shows expected against actual, whole in grade.json, and its own hint."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamlab import registry
+from streamlab.grading import report
+from streamlab.grading.expect import CheckFailed, expect_equal
+from streamlab.grading.verdict import FAILED, CheckResult, verdict_for
+
+
+def test_equal_values_pass_and_different_ones_say_both():
+    expect_equal([1, 2], [1, 2], "same")
+    with pytest.raises(CheckFailed) as failed:
+        expect_equal([("m1", "Healthy")], [("m1", "Unhealthy")], "The machine should fail.")
+    assert failed.value.expected == "[('m1', 'Unhealthy')]"
+    assert failed.value.actual == "[('m1', 'Healthy')]"
+
+
+def test_the_verdict_keeps_the_whole_comparison_and_the_checks_hint():
+    rows = [("Producer 1", "Healthy", "Initializing", 1_000 * n) for n in range(40)]
+    error = CheckFailed(
+        "Forty rows were expected." + " x" * 300,
+        expected=rows,
+        actual=rows[:3],
+        hint="Count the rows your handler yields.",
+    )
+    verdict = verdict_for(error, "4.2")
+    assert verdict.status == FAILED
+    assert verdict.message.endswith(" x" * 300)  # never cut
+    assert len(verdict.expected.splitlines()) == 40 and len(verdict.actual.splitlines()) == 3
+    assert verdict.hint == "Count the rows your handler yields."
+
+
+def test_the_table_shortens_what_grade_json_keeps_whole():
+    lab = registry.lab("04")
+    exercise = lab.exercises[1]
+    rows = [f"row {n}" for n in range(30)]
+    error = CheckFailed(
+        "Wrong rows.",
+        expected="\n".join(rows),
+        actual="nothing",
+        hint="Emit a row only on a change.",
+    )
+    graded = report.grade(
+        [lab],
+        [CheckResult("04", exercise.id, "c", verdict_for(error, "4.2"))],
+        exercises={exercise.id},
+    )
+    row = graded["labs"][0]["exercises"][0]
+    assert row["expected"].splitlines() == rows and row["actual"] == "nothing"
+    assert row["hint"] == "Emit a row only on a change."
+    text = report.render(graded)
+    assert "row 11" in text and "row 12" not in text
+    assert "18 more lines in build/grade.json" in text
+    assert "Hint: Emit a row only on a change." in text
