@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from streamlab import hints, mkdocs_hooks, registry
-from streamlab.authoring import exercise_id, solution_regions
+from streamlab.notebooks import exercise_id, solution_regions
 from streamlab.paths import REPO_ROOT
 
 # Exercise 2.1's hint as it stood when it carried the answer.

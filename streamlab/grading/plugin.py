@@ -156,7 +156,12 @@ def _notebook_for(item: pytest.Item) -> LoadedNotebook:
             cache[lab.id] = error
             events.emit("lab-error", lab=lab.id, message=str(error))
         else:
-            events.emit("cells", lab=lab.id, cells=cache[lab.id].cells)
+            events.emit(
+                "cells",
+                lab=lab.id,
+                cells=cache[lab.id].cells,
+                fingerprint=cache[lab.id].fingerprint,
+            )
     loaded = cache[lab.id]
     if isinstance(loaded, NotebookUnreadable):
         raise loaded

@@ -52,6 +52,8 @@ class Outcome:
     results: list[CheckResult] = field(default_factory=list)
     lab_errors: dict[str, str] = field(default_factory=dict)
     cells: dict[str, dict[str, int]] = field(default_factory=dict)  # lab -> exercise -> cell
+    #: lab -> the fingerprint of the graded cells its checks ran (streamlab.notebooks)
+    fingerprints: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -225,6 +227,8 @@ def _follow(
         )
     if kind == "cells":
         outcome.cells[lab] = event.get("cells", {})
+        if event.get("fingerprint"):
+            outcome.fingerprints[lab] = event["fingerprint"]
     if kind == "phase":
         phase = event["phase"]
         limit = {"setup": SETUP_LIMIT, "teardown": TEARDOWN_LIMIT}.get(
