@@ -135,3 +135,17 @@ def test_the_grader_catches_some_variants_and_names_the_survivors(tmp_path):
     assert result["score"] == round(4 / 8, 4)
     assert "0.1 line 5: boundary: `age >= 18` -> `age > 18`" in out.stdout
     assert "[likely equivalent: " + mutants.ERROR_TEXT + "]" in out.stdout
+
+
+def test_lab_00s_checks_catch_the_course_standard_of_its_variants(tmp_path):
+    # The course's standard, held in CI on its quickest lab (under a minute).
+    out = subprocess.run(
+        [sys.executable, "-m", "streamlab.mutants", "00", "--results", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO_ROOT,
+    )
+    result = json.loads((tmp_path / "00.json").read_text())
+    assert result["score"] >= mutants.TARGET, out.stdout + out.stderr
+    assert out.returncode == 0 and result["made"] > 0
