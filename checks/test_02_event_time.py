@@ -266,7 +266,7 @@ WINDOW_BEATS = [beat("m1", s, skew=-7) for s in (1, 2, 8, 12)] + [
 ]
 
 
-@exercise("2.1")
+@exercise("2.1", timeout=120)
 def test_tumbling_counts_on_a_batch(nb, spark):
     counts = returned_dataframe(
         nb.tumbling_counts(batch(spark, WINDOW_BEATS), "10 seconds"), "tumbling_counts"
@@ -294,7 +294,7 @@ def test_tumbling_counts_on_a_batch(nb, spark):
     )
 
 
-@exercise("2.1")
+@exercise("2.1", timeout=90)
 def test_tumbling_counts_on_a_stream(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     deliver(folder, "a", WINDOW_BEATS)
@@ -337,7 +337,7 @@ def _sliding_in_spark(spark) -> dict:
     return {m: [(a, b, n) for a, b, name, n in rows if name == m] for m in PREDICTED}
 
 
-@exercise("2.2")
+@exercise("2.2", timeout=120)
 def test_sliding_prediction_matches_spark(nb, spark):
     predicted = nb.SLIDING
     if not isinstance(predicted, dict) or sorted(predicted) != sorted(PREDICTED):
