@@ -203,10 +203,25 @@ def test_parse_heartbeats_on_a_stream(nb, spark, tmp_path, checkpoint_dir):
 
 # --- Spark: quarantine --------------------------------------------------------------------
 
+MAX_BODY_BYTES = 1024
+
+
+def padded(payload: bytes, size: int) -> bytes:
+    """A JSON body grown to exactly ``size`` bytes with a field the schema does not name."""
+    document = json.loads(payload)
+    document["padding"] = ""
+    document["padding"] = "x" * (size - len(json.dumps(document).encode()))
+    return json.dumps(document).encode()
+
+
 BAD = [  # (body, expected reason)
     (b"", "empty body"),
     (None, "empty body"),
     (b'{"machine_name": "m1", "pad": "' + b"x" * 1100 + b'"}', "oversized body"),
+    (
+        padded(b'{"machine_name": "m1", "machine_time": "2026-11-22T10:00:05+00:00"}', 1025),
+        "oversized body",
+    ),
     (b"y" * 1500, "oversized body"),
     (b"machine_name=m1", "not JSON"),
     (b'{"machine_name": "m1", "machine_time": ', "not JSON"),
@@ -251,6 +266,7 @@ def test_each_bad_event_gets_its_reason(nb, spark):
     for i, (payload, _) in enumerate(BAD):
         hub.send("bad", payload, i, partition=0)  # sequence number i identifies the event
     hub.send("m1", body("m1", 20), 20)
+    hub.send("m2", padded(body("m2", 21), MAX_BODY_BYTES), 21)  # exactly at the limit: good
     heartbeats, quarantine = _split(nb, hub.batch(spark))
     got = {
         r["sequenceNumber"]: r["reason"]
@@ -268,9 +284,12 @@ def test_each_bad_event_gets_its_reason(nb, spark):
     assert not wrong, (
         "; ".join(wrong[:3]) + (f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else "") + "."
     )
-    good = heartbeat_rows(heartbeats)
-    assert [r[0] for r in good] == ["m1"], (
-        f"The one good heartbeat (m1) should come out in heartbeats, and nothing else; got {good}."
+    expect_equal(
+        [r[0] for r in heartbeat_rows(heartbeats)],
+        ["m1", "m2"],
+        "The two good heartbeats should come out in heartbeats, and nothing else; m2's body is "
+        f"exactly {MAX_BODY_BYTES} bytes long, which is not over the limit.",
+        hint="A body is oversized only when it is longer than MAX_BODY_BYTES.",
     )
 
 
