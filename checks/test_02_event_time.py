@@ -121,12 +121,24 @@ def run_complete(df: DataFrame, name: str, checkpoint_dir: str) -> list[tuple]:
     return table_rows(df.sparkSession.table(name))
 
 
-def watermark_message(error: AnalysisException, name: str) -> str:
-    return (
-        f"Spark refused to run {name}() in append mode: it sets no watermark on the "
-        "column it groups by, so no window is ever final. (Spark said: "
-        f"{str(error).splitlines()[0][:200]})"
-    )
+def start_append(counts: DataFrame, name: str, checkpoint_dir: str) -> StreamingQuery:
+    """final_counts() run in append mode to the memory sink, or a sentence why Spark refused."""
+    try:
+        return (
+            counts.writeStream.format("memory")
+            .queryName(name)
+            .outputMode("append")
+            .option("checkpointLocation", checkpoint_dir)
+            .start()
+        )
+    except AnalysisException as error:
+        raise CheckFailed(
+            "Spark refused to run final_counts() in append mode: it sets no watermark on the "
+            "column it groups by, so no window is ever final. (Spark said: "
+            f"{str(error).splitlines()[0][:200]})",
+            hint="withWatermark goes on the heartbeats, before the groupBy, on the column "
+            "the windows are built on.",
+        ) from None
 
 
 def reference_final_counts(heartbeats, size="10 seconds", delay="5 seconds"):
@@ -235,6 +247,7 @@ def test_state_stores_are_ordered_as_numbers(nb, tmp_path):
         "state/0/10/",
         "state/0/notes/",
         "state/0/7",  # a file, not a folder
+        "state/5",  # a file too
         "state/2/1/",
         "state/10/0/",
         "state/_stateSchema/default/",
@@ -373,20 +386,7 @@ def test_final_counts_close_windows_and_drop_late_rows(nb, spark, tmp_path, chec
         nb.final_counts(stream(spark, folder), "10 seconds", "5 seconds"), "final_counts"
     )
     has_columns(counts, "final_counts")
-    try:
-        query = (
-            counts.writeStream.format("memory")
-            .queryName("check_2_3")
-            .outputMode("append")
-            .option("checkpointLocation", checkpoint_dir)
-            .start()
-        )
-    except AnalysisException as error:
-        raise CheckFailed(
-            watermark_message(error, "final_counts"),
-            hint="withWatermark goes on the heartbeats, before the groupBy, on the column "
-            "the windows are built on.",
-        ) from None
+    query = start_append(counts, "check_2_3", checkpoint_dir)
 
     def table():
         return table_rows(spark.table("check_2_3"))
@@ -439,16 +439,7 @@ def test_final_counts_use_the_delay_argument(nb, spark, tmp_path, checkpoint_dir
     counts = returned_dataframe(
         nb.final_counts(stream(spark, folder), "10 seconds", "2 seconds"), "final_counts"
     )
-    try:
-        query = (
-            counts.writeStream.format("memory")
-            .queryName("check_2_3_delay")
-            .outputMode("append")
-            .option("checkpointLocation", checkpoint_dir)
-            .start()
-        )
-    except AnalysisException as error:
-        raise CheckFailed(watermark_message(error, "final_counts")) from None
+    query = start_append(counts, "check_2_3_delay", checkpoint_dir)
     query.processAllAvailable()
     expect_equal(
         table_rows(spark.table("check_2_3_delay")),
@@ -562,6 +553,11 @@ def test_live_counts_hold_the_latest_count_per_window(nb, spark, tmp_path, check
             f"returned {type(query).__name__}."
         )
     query.processAllAvailable()
+    expect_equal(
+        sorted(p.name for p in Path(checkpoint_dir, "commits").glob("[0-9]*")),
+        ["0", "1"],
+        "The query should keep its checkpoint in checkpoint_dir, with a commit per batch.",
+    )
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
     expect_equal(
         len(batches),
