@@ -94,7 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     json_path = Path(args.json)
     earlier = report.read_json(json_path)
     # Whatever happens from here on, no earlier grade stays in place.
-    report.write_json({"status": "in-progress", "notebooks": args.notebooks, "labs": []}, json_path)
+    report.write_json(
+        {
+            "format_version": report.FORMAT_VERSION,
+            "status": "in-progress",
+            "notebooks": args.notebooks,
+            "labs": [],
+        },
+        json_path,
+    )
     print(f"Grading {len(chosen)} lab(s) in {args.notebooks}/ ...", flush=True)
     outcome = supervisor.run(
         chosen,
@@ -108,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome.results,
         lab_errors=outcome.lab_errors,
         cells=outcome.cells,
+        first_lines=outcome.first_lines,
         fingerprints=outcome.fingerprints,
         exercises=set(args.exercise) or None,
         notebooks=args.notebooks,

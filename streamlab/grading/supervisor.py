@@ -24,9 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamlab.grading.events import FD_VARIABLE
+from streamlab.grading.events import FD_VARIABLE, EventKind
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT
-from streamlab.grading.verdict import FAILED, CheckResult, Verdict
+from streamlab.grading.verdict import FAILED, CheckResult, Status, Verdict
+from streamlab.notebooks import cell_name
 from streamlab.registry import Lab
 
 #: Extra seconds past a limit before the child is killed: the child's own, gentler limit
@@ -52,6 +53,8 @@ class Outcome:
     results: list[CheckResult] = field(default_factory=list)
     lab_errors: dict[str, str] = field(default_factory=dict)
     cells: dict[str, dict[str, int]] = field(default_factory=dict)  # lab -> exercise -> cell
+    #: lab -> exercise -> the first line of its cell
+    first_lines: dict[str, dict[str, str]] = field(default_factory=dict)
     #: lab -> the fingerprint of the graded cells its checks ran (streamlab.notebooks)
     fingerprints: dict[str, str] = field(default_factory=dict)
 
@@ -65,6 +68,7 @@ class _Activity:
     exercise: str | None = None
     cell: int = 0
     check: str | None = None
+    line: str = ""  # the running cell's first line
 
 
 @dataclass
@@ -198,7 +202,7 @@ def _run_child(
                     event = json.loads(line)
                 except ValueError:
                     continue  # something else wrote to the pipe; the events still count
-                if event.get("event") == "done":
+                if event.get("event") == EventKind.DONE:
                     finished = True
                 activity = _follow(event, activity, outcome, plan, cell_limit, cap)
     finally:
@@ -218,7 +222,7 @@ def _follow(
     """The activity after ``event``; records verdicts and lab errors as they come."""
     now = time.monotonic()
     kind, lab = event.get("event"), event.get("lab")
-    if kind == "cell" and event.get("cell"):
+    if kind == EventKind.CELL and event.get("cell"):
         limit = cell_limit + GRACE
         return _Activity(
             "cell",
@@ -228,16 +232,18 @@ def _follow(
             event.get("exercise"),
             event["cell"],
             activity.check,
+            event.get("line", ""),
         )
-    if kind == "cell":  # the cell finished: back to the check's setup
+    if kind == EventKind.CELL:  # the cell finished: back to the check's setup
         return _Activity(
             "setup", now + SETUP_LIMIT, SETUP_LIMIT, lab, activity.exercise, check=activity.check
         )
-    if kind == "cells":
+    if kind == EventKind.CELLS:
         outcome.cells[lab] = event.get("cells", {})
+        outcome.first_lines[lab] = event.get("first_lines", {})
         if event.get("fingerprint"):
             outcome.fingerprints[lab] = event["fingerprint"]
-    if kind == "phase":
+    if kind == EventKind.PHASE:
         phase = event["phase"]
         limit = {"setup": SETUP_LIMIT, "teardown": TEARDOWN_LIMIT}.get(
             phase, event.get("limit") or (min(DEFAULT_TIMEOUT, cap) if cap else DEFAULT_TIMEOUT)
@@ -246,36 +252,37 @@ def _follow(
         return _Activity(
             phase, now + limit + grace, limit, lab, event.get("exercise"), check=event.get("check")
         )
-    if kind == "result":
+    if kind == EventKind.RESULT:
         outcome.results.append(
             CheckResult(
                 lab,
                 event["exercise"],
                 _name(event["check"]),
                 Verdict(
-                    event["status"],
+                    Status(event["status"]),
                     event["message"],
                     event.get("expected", ""),
                     event.get("actual", ""),
                     event.get("hint", ""),
+                    event.get("diff", ""),
                 ),
             )
         )
         plan.done.add(event["check"])
         if event["status"] == FAILED:
             plan.failed.add(lab)
-    if kind == "lab-error":
+    if kind == EventKind.LAB_ERROR:
         outcome.lab_errors[lab] = event["message"]
-    if kind == "broken":
+    if kind == EventKind.BROKEN:
         broken_lab = _lab_of(event.get("check", ""))
         if broken_lab:
             outcome.lab_errors[broken_lab] = (
                 f"Lab {broken_lab} could not be graded: its checks do not load "
                 f"({event.get('message')}). This is {REPORT_BUGS}."
             )
-    if kind == "done":
+    if kind == EventKind.DONE:
         return _Activity("idle", now + IDLE_LIMIT, IDLE_LIMIT)
-    if kind in ("result", "lab-error", "broken", "cells"):
+    if kind in (EventKind.RESULT, EventKind.LAB_ERROR, EventKind.BROKEN, EventKind.CELLS):
         return activity
     return _Activity("idle", now + IDLE_LIMIT, IDLE_LIMIT)
 
@@ -283,8 +290,10 @@ def _follow(
 def _blame(activity: _Activity, code: int | None, outcome: Outcome, plan: _Plan) -> bool:
     """Record what the killed or dead child was doing; False when no exercise is to blame."""
     how = _how(code, activity.limit)
-    cell = outcome.cells.get(activity.lab or "", {}).get(activity.exercise or "")
-    in_cell = f" (your code is in cell {cell})" if cell else ""
+    line = outcome.first_lines.get(activity.lab or "", {}).get(activity.exercise or "", "")
+    in_cell = (
+        f" (your code is in {cell_name(activity.exercise, line)})" if activity.exercise else ""
+    )
     if activity.kind == "cell":
         detail = (
             f"{how}: is there an endless loop at the top level of the cell, or a call "
@@ -297,6 +306,7 @@ def _blame(activity: _Activity, code: int | None, outcome: Outcome, plan: _Plan)
             "cell_number": activity.cell,
             "kind": "crash",
             "detail": detail,
+            "first_line": activity.line,
         }
         plan.cells.setdefault(activity.lab, {})[activity.cell] = problem
         return True
