@@ -12,11 +12,10 @@ and, with ``--complete``, 3 when nothing failed but some exercise is not started
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
-from streamlab import registry
+from streamlab import processes, registry
 from streamlab.grading import report, supervisor, unsaved
 from streamlab.paths import BUILD_DIR
 
@@ -134,14 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     return OK
 
 
-def _stop(signum, frame) -> None:
+if __name__ == "__main__":
     # A front end that stops the grader (SIGTERM) stops its child too: the supervisor's
     # cleanup runs on the way out.
-    raise KeyboardInterrupt
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _stop)
+    processes.interrupt_on_sigterm()
     try:
         sys.exit(main())
     except KeyboardInterrupt:

@@ -19,6 +19,7 @@ import html
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,9 +29,8 @@ from pathlib import Path
 
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from streamlab import registry
+from streamlab import processes, registry
 from streamlab.grading.cell_history import LAST_RUNS, CellRun
-from streamlab.grading.supervisor import interrupt
 from streamlab.grading.verdict import PASSED, Status
 from streamlab.notebooks import cell_name, exercise_id, first_line, is_graded, read_cells
 from streamlab.paths import REPO_ROOT
@@ -362,6 +362,7 @@ def _grade(command: list[str]) -> subprocess.CompletedProcess:
     try:
         stdout, stderr = process.communicate()
     except BaseException:
-        interrupt(process)  # interrupting the kernel stops the grading too
+        # Interrupting the kernel stops the grading too: SIGINT lets the grader stop its child.
+        processes.terminate(process, first=signal.SIGINT)
         raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)

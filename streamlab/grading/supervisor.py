@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streamlab import processes
 from streamlab.grading.events import FD_VARIABLE, EventKind
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT
 from streamlab.grading.verdict import FAILED, CheckResult, Status, Verdict
@@ -357,26 +358,9 @@ def _how(code: int | None, limit: float | None = None) -> str:
     return f"ended the process running your code (exit code {code})"
 
 
-def interrupt(grader: subprocess.Popen, timeout: float = 20.0) -> None:
-    """Stop a running ``python -m streamlab.grading``, as a front end (``%check``, watch) must.
-
-    SIGINT, not SIGTERM: the grader then stops the process that runs the checks, with its
-    Spark. A grader that does not end within ``timeout`` seconds is killed.
-    """
-    grader.send_signal(signal.SIGINT)
-    try:
-        grader.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        grader.kill()
-
-
 def _kill(child: subprocess.Popen) -> None:
     """Kill the child's process group: the child, its Spark JVM and the JVM's Python workers."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    child.wait()
+    processes.terminate(child, group=True, first=signal.SIGKILL)
 
 
 def _name(nodeid: str) -> str:
