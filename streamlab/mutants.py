@@ -308,8 +308,18 @@ def grade(
     plan.write_text(json.dumps(units))
     echo(
         f"Lab {lab.id}: grading the solution and {len(to_grade)} of {len(made)} variants "
-        f"({len(made) - len(to_grade)} compile to the solution's own bytecode) ..."
+        f"({len(made) - len(to_grade)} compile to the solution's own bytecode) ...",
+        flush=True,
     )
+    graded: set[str] = set()
+    every = max(10, len(to_grade) // 10)
+
+    def progress(result) -> None:
+        # A variant is done at its first failing check, or after its last one.
+        graded.add(result.lab)
+        if len(graded) % every == 0:
+            echo(f"  {len(graded) - 1} of {len(to_grade)} variants graded ...", flush=True)
+
     outcome = supervisor.run(
         [lab],
         str(scratch / "solution"),
@@ -317,6 +327,7 @@ def grade(
         max_check_seconds=max_check_seconds,
         log_path=scratch / "grade.log",
         child_args=["--variants", str(plan)],
+        on_result=progress,
     )
     failed_units: dict[str, str] = {}
     for result in outcome.results:

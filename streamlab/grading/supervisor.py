@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,10 +106,12 @@ def run(
     max_check_seconds: float | None = None,
     log_path: Path,
     child_args: Sequence[str] = (),
+    on_result: Callable[[CheckResult], None] | None = None,
 ) -> Outcome:
     """Grade ``labs`` in as many children as it takes; never raises for the learner's code.
 
-    ``child_args`` go to every child's pytest (``--variants``, for nox -s mutants).
+    ``child_args`` go to every child's pytest (``--variants``, for nox -s mutants);
+    ``on_result`` is told each check's verdict as soon as it is known.
     """
     outcome, plan = Outcome(), _Plan()
     cap = max_check_seconds
@@ -134,7 +136,7 @@ def run(
             args += list(child_args)
             if cap:
                 args += ["--max-check-seconds", str(cap)]
-            ended, activity, code = _run_child(args, outcome, plan, log, cell_limit, cap)
+            ended, activity, code = _run_child(args, outcome, plan, log, cell_limit, cap, on_result)
             if ended:
                 return outcome
             if not _blame(activity, code, outcome, plan):
@@ -153,7 +155,13 @@ def run(
 
 
 def _run_child(
-    args: list[str], outcome: Outcome, plan: _Plan, log, cell_limit: float, cap: float | None
+    args: list[str],
+    outcome: Outcome,
+    plan: _Plan,
+    log,
+    cell_limit: float,
+    cap: float | None,
+    on_result: Callable[[CheckResult], None] | None = None,
 ) -> tuple[bool, _Activity, int | None]:
     """Run one child to its end. Returns (finished normally, last activity, exit code)."""
     read_fd, write_fd = os.pipe()
@@ -206,6 +214,8 @@ def _run_child(
                 if event.get("event") == EventKind.DONE:
                     finished = True
                 activity = _follow(event, activity, outcome, plan, cell_limit, cap)
+                if on_result and event.get("event") == EventKind.RESULT:
+                    on_result(outcome.results[-1])
     finally:
         selector.close()
         os.close(read_fd)
