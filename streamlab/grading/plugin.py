@@ -158,7 +158,7 @@ def lab_of(item: pytest.Item) -> str:
 
 
 def unit_of(item: pytest.Item) -> str:
-    """What a check grades: its lab (``04``), or one variant of it (``04@12``, nox -s mutants)."""
+    """What a check grades: its lab (``04``), or a variant of its solution (``m12``, nox -s mutants)."""
     variant = item.stash.get(_unit_key, None)
     return variant["unit"] if variant else lab_of(item)
 
