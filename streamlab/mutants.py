@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from streamlab import registry
-from streamlab.notebooks import exercise_id, is_graded, read_cells, solution_lines
+from streamlab.notebooks import clipped, exercise_id, is_graded, read_cells, solution_lines
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 RESULTS_DIR = BUILD_DIR / "mutants"
@@ -143,7 +143,8 @@ def cell_variants(source: str) -> list[tuple[str, int, str, str]]:
     for node in _in_order(tree):
         if not hasattr(node, "lineno") or not inside(node):
             continue
-        original = ast.get_source_segment(source, node) or ""
+        # One line, for the report: a segment may span lines.
+        original = " ".join((ast.get_source_segment(source, node) or "").split())
         if isinstance(node, ast.Compare):
             for index, op in enumerate(node.ops):
                 for table, kind in ((_FLIPPED, "comparison flipped"), (_BOUNDARY, "boundary")):
@@ -171,8 +172,7 @@ def cell_variants(source: str) -> list[tuple[str, int, str, str]]:
             test = ast.get_source_segment(source, node.test) or ""
             add("condition negated", node.test, f"not ({test})", f"`{test}` -> `not ({test})`")
         if isinstance(node, _DROPPABLE) and id(getattr(node, "value", None)) not in docstrings:
-            first = original.splitlines()[0] if original else ""
-            add("statement dropped", node, "pass", f"`{first}` dropped")
+            add("statement dropped", node, "pass", f"`{clipped(original, 100)}` dropped")
     return out
 
 
