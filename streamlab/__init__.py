@@ -15,9 +15,13 @@ to the labs that use it.
   server from the installed PySpark.
 - :mod:`streamlab.processes`: starting, waiting on and stopping processes; Ctrl-C and SIGTERM.
 - :mod:`streamlab.registry`: the list of labs and exercises (``course.toml``).
+- :mod:`streamlab.notebooks`: the notebook conventions (exercise tags, solution regions).
 - :mod:`streamlab.authoring`: generates the learner's notebooks in ``labs/`` from ``solutions/``.
-- :mod:`streamlab.grading`: grades exercise cells from a notebook (``nox -s check``, ``%check``).
-- :mod:`streamlab.hints`: tiered hints (``nox -s hint``).
+- :mod:`streamlab.grading`: grades exercise cells from a notebook (``nox -s check``, ``%check``);
+  :mod:`streamlab.mutants` tells whether the checks catch wrong solutions.
+- :mod:`streamlab.solutions`: a lab's solution, or the learner's own code, for later labs.
+- :mod:`streamlab.hints`: tiered hints (``nox -s hint``); :mod:`streamlab.hint_leaks` holds
+  them to never giving the solution away.
 - :mod:`streamlab.benchmarks`: benchmark results and their charts.
 - :mod:`streamlab.lab_launcher`, :mod:`streamlab.mkdocs_hooks`, :mod:`streamlab.paths`,
   :mod:`streamlab.spark_fixtures`: ``nox -s lab``, the website's hooks, the course's folders,
