@@ -46,9 +46,7 @@ def kept(now) -> KeptReceivers:
     return KeptReceivers(keep_open=20.0, clock=lambda: now[0], factory=FakeReceivers)
 
 
-OPTIONS = parse_options(
-    {"connectionString": "Endpoint=sb://127.0.0.1:5672;EntityPath=heartbeats"}
-)
+OPTIONS = parse_options({"connectionString": "Endpoint=sb://127.0.0.1:5672;EntityPath=heartbeats"})
 
 
 def _hub(kept: KeptReceivers) -> FakeReceivers:
