@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -201,14 +200,14 @@ class Demo:
         down_for: float = 8.0,
         duration: float | None = None,
         clock: Callable[[], float] = time.monotonic,
-        launch: Callable[[str, Path], subprocess.Popen] = start_monitor,
+        launch: Callable[[str, Path], processes.Child] = start_monitor,
     ) -> None:
         self.work, self.screen, self.producers = work, screen, producers
         self.pause_after, self.pause_for, self.down_for = pause_after, pause_for, down_for
         self.duration, self._clock, self._launch = duration, clock, launch
         self.hub: Any = None
         self.fleet: Any = None
-        self.monitor: subprocess.Popen | None = None
+        self.monitor: processes.Child | None = None
         self.steps: list[Step] = []
         self.status: dict[str, str] = {}
         self.startup = list(STARTUP)
