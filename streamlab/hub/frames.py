@@ -56,6 +56,8 @@ _SYMBOLIC = {
 }
 
 
+#: The fields a source and a target both begin with.
+_TERMINUS = ("address", "durable", "expiry_policy", "timeout", "dynamic", "dynamic_node_properties")
 #: The fields of each performative and terminus, in the order AMQP 1.0 lists them (spec
 #: sections 2.7, 3.5.3-3.5.4 and 5.3.3). Fields travel by position; code names them.
 FIELDS: dict[int, tuple[str, ...]] = {
@@ -131,27 +133,14 @@ FIELDS: dict[int, tuple[str, ...]] = {
     SASL_INIT: ("mechanism", "initial_response", "hostname"),
     SASL_OUTCOME: ("code", "additional_data"),
     SOURCE: (
-        "address",
-        "durable",
-        "expiry_policy",
-        "timeout",
-        "dynamic",
-        "dynamic_node_properties",
+        *_TERMINUS,
         "distribution_mode",
         "filter",
         "default_outcome",
         "outcomes",
         "capabilities",
     ),
-    TARGET: (
-        "address",
-        "durable",
-        "expiry_policy",
-        "timeout",
-        "dynamic",
-        "dynamic_node_properties",
-        "capabilities",
-    ),
+    TARGET: (*_TERMINUS, "capabilities"),
     ERROR: ("condition", "description", "info"),
 }
 _POSITION = {code: {name: i for i, name in enumerate(names)} for code, names in FIELDS.items()}
