@@ -180,8 +180,8 @@ class LocalCluster:
         def registered() -> bool:
             try:
                 return self.status().get("aliveworkers", 0) >= self.workers
-            except OSError:
-                return False  # the master's web UI is not up yet
+            except (OSError, ValueError):  # its web UI is not up, or answered before it was
+                return False
 
         def exited(process: processes.Child) -> ClusterError:
             log = process.log
