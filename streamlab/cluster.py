@@ -180,8 +180,8 @@ class LocalCluster:
         def registered() -> bool:
             try:
                 return self.status().get("aliveworkers", 0) >= self.workers
-            except OSError:
-                return False  # the master's web UI is not up yet
+            except (OSError, ValueError):  # its web UI is not up, or answered before it was
+                return False
 
         def exited(process: processes.Child) -> ClusterError:
             log = process.log
@@ -240,16 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         parser.error("--workers must be at least 1")
 
-    stop = processes.stop_requested()
     cluster = LocalCluster(args.workers, cores=args.cores, memory=args.memory, log_dir=args.log_dir)
-    try:
-        cluster.start()
-    except ClusterError as error:
-        print(f"the cluster did not start: {error}", file=sys.stderr)
-        return 1
     return processes.serve_until_stopped(
         cluster,
-        [
+        lambda: [
             f"Spark master  {cluster.master_url}",
             f"workers       {cluster.workers}, each offering {cluster.cores} core(s) and "
             f"{cluster.memory}",
@@ -259,9 +253,10 @@ def main(argv: list[str] | None = None) -> int:
             f"  export STREAMLAB_SPARK_MASTER={cluster.master_url}",
             "Ctrl-C stops the cluster.",
         ],
+        start_error=ClusterError,
+        did_not_start="the cluster did not start",
         stopped="cluster stopped",
         died=lambda: "the master exited; stopping the workers",
-        stop=stop,
     )
 
 

@@ -154,25 +154,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-dir", default=str(LOG_DIR), help="where the log goes")
     args = parser.parse_args(argv)
 
-    stop = processes.stop_requested()
     server = ConnectServer(args.port, master=args.master, log_dir=args.log_dir)
-    try:
-        server.start()
-    except ConnectServerError as error:
-        print(f"the Spark Connect server did not start: {error}", file=sys.stderr)
-        return 1
     return processes.serve_until_stopped(
         server,
-        [
+        lambda: [
             f"Spark Connect  {server.url}  (queries run on {server.master})",
             f"log            {server.log}",
             "Use it from a notebook with streamlab.spark_session(remote=...), or after:",
             f"  export STREAMLAB_SPARK_REMOTE={server.url}",
             "Ctrl-C stops the server.",
         ],
+        start_error=ConnectServerError,
+        did_not_start="the Spark Connect server did not start",
         stopped="Spark Connect server stopped",
         died=lambda: f"the server exited; see {server.log}",
-        stop=stop,
     )
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from streamlab import processes
-from streamlab.monitor import read_transitions
+from streamlab.monitor import command, read_transitions
 from streamlab.paths import BUILD_DIR, REPO_ROOT, lock_file
 
 _COLOURS = {"Initializing": "34", "Healthy": "32", "Unhealthy": "31"}
@@ -172,26 +171,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def monitor_command(connection_string: str, work: Path) -> list[str]:
-    """The reference monitor on the demo's hub, checkpoint and transitions folder."""
-    return [
-        sys.executable,
-        "-m",
-        "streamlab.monitor",
-        "--connection-string",
-        connection_string,
-        "--checkpoint",
-        str(work / "checkpoint"),
-        "--output",
-        str(work / "transitions"),
-    ]
-
-
 def start_monitor(connection_string: str, work: Path) -> processes.Child:
     """The monitor as a child process, on ``local[2]`` unless a master is set."""
     master = os.environ.get("STREAMLAB_SPARK_MASTER", "local[2]")
     return processes.Child(
-        monitor_command(connection_string, work),
+        command(connection_string, work / "checkpoint", work / "transitions"),
         cwd=REPO_ROOT,
         env={**os.environ, "STREAMLAB_SPARK_MASTER": master},
     )
@@ -216,14 +200,14 @@ class Demo:
         down_for: float = 8.0,
         duration: float | None = None,
         clock: Callable[[], float] = time.monotonic,
-        launch: Callable[[str, Path], subprocess.Popen] = start_monitor,
+        launch: Callable[[str, Path], processes.Child] = start_monitor,
     ) -> None:
         self.work, self.screen, self.producers = work, screen, producers
         self.pause_after, self.pause_for, self.down_for = pause_after, pause_for, down_for
         self.duration, self._clock, self._launch = duration, clock, launch
         self.hub: Any = None
         self.fleet: Any = None
-        self.monitor: subprocess.Popen | None = None
+        self.monitor: processes.Child | None = None
         self.steps: list[Step] = []
         self.status: dict[str, str] = {}
         self.startup = list(STARTUP)

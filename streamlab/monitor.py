@@ -203,6 +203,23 @@ def start(
     )
 
 
+def command(connection_string: str, checkpoint: Path, output: Path, *extra: str) -> list[str]:
+    """The command line that runs this monitor in a process of its own (``extra``: more
+    options, such as ``--trigger``)."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlab.monitor",
+        "--connection-string",
+        connection_string,
+        "--checkpoint",
+        str(checkpoint),
+        "--output",
+        str(output),
+        *extra,
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m streamlab.monitor",

@@ -197,22 +197,30 @@ def interrupt_on_sigterm() -> None:
 
 def serve_until_stopped(
     service: Any,
-    banner: Sequence[str],
+    banner: Callable[[], Sequence[str]],
     *,
+    start_error: type[Exception],
+    did_not_start: str,
     stopped: str,
     died: Callable[[], str],
     stop: threading.Event | None = None,
 ) -> int:
-    """The ``main()`` of a command that runs a started service in the foreground.
+    """The ``main()`` of a command that runs a service in the foreground.
 
-    Prints ``banner``, then waits for ``stop`` (by default Ctrl-C or SIGTERM: exit 0) or for
-    the service to stop running on its own (``died()`` on stderr, exit 1); stops the service
-    either way and says ``stopped``. ``service`` has ``running()`` and ``stop()``. Pass the
-    event of an earlier :func:`stop_requested` when a Ctrl-C during start-up must count.
+    Starts ``service`` (a ``start_error`` ends it: ``did_not_start`` and the error on stderr,
+    exit 1), prints ``banner()``, then waits for ``stop`` (by default Ctrl-C or SIGTERM, from
+    before the start on: exit 0) or for the service to stop running on its own (``died()``
+    on stderr, exit 1); stops the service either way and says ``stopped``. ``service`` has
+    ``start()``, ``running()`` and ``stop()``.
     """
     stop = stop or stop_requested()
     try:
-        print("\n".join(banner), flush=True)
+        service.start()
+    except start_error as error:
+        print(f"{did_not_start}: {error}", file=sys.stderr)
+        return 1
+    try:
+        print("\n".join(banner()), flush=True)
         while not stop.wait(1.0):
             if not service.running():
                 print(died(), file=sys.stderr)

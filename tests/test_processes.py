@@ -170,8 +170,14 @@ def test_sigterm_interrupts_a_blocked_call_as_ctrl_c_does():
 
 
 class _Service:
-    def __init__(self, runs_for: int) -> None:
-        self.checks, self.runs_for, self.stopped = 0, runs_for, False
+    def __init__(self, runs_for: int, fails_to_start: bool = False) -> None:
+        self.checks, self.runs_for, self.fails = 0, runs_for, fails_to_start
+        self.started = self.stopped = False
+
+    def start(self) -> None:
+        if self.fails:
+            raise ConnectionError("port 7077 is taken")
+        self.started = True
 
     def running(self) -> bool:
         self.checks += 1
@@ -181,17 +187,23 @@ class _Service:
         self.stopped = True
 
 
-def test_serving_ends_with_1_when_the_service_dies_and_stops_it(capsys):
-    service = _Service(runs_for=0)
-    code = serve_until_stopped(
+def _serve(service: _Service, stop: threading.Event) -> int:
+    return serve_until_stopped(
         service,
-        ["Spark master  spark://127.0.0.1:7077", "Ctrl-C stops the cluster."],
+        lambda: ["Spark master  spark://127.0.0.1:7077", "Ctrl-C stops the cluster."],
+        start_error=ConnectionError,
+        did_not_start="the cluster did not start",
         stopped="cluster stopped",
         died=lambda: "the master exited; stopping the workers",
-        stop=threading.Event(),
+        stop=stop,
     )
+
+
+def test_serving_ends_with_1_when_the_service_dies_and_stops_it(capsys):
+    service = _Service(runs_for=0)
+    assert _serve(service, threading.Event()) == 1
     out = capsys.readouterr()
-    assert code == 1 and service.stopped
+    assert service.started and service.stopped
     assert out.out == (
         "Spark master  spark://127.0.0.1:7077\nCtrl-C stops the cluster.\ncluster stopped\n"
     )
@@ -202,8 +214,16 @@ def test_serving_ends_with_0_when_asked_to_stop(capsys):
     stop = threading.Event()
     stop.set()
     service = _Service(runs_for=100)
-    assert serve_until_stopped(service, ["up"], stopped="down", died=str, stop=stop) == 0
-    assert service.stopped and capsys.readouterr().out == "up\ndown\n"
+    assert _serve(service, stop) == 0
+    assert service.stopped and capsys.readouterr().out.endswith("cluster stopped\n")
+
+
+def test_a_service_that_does_not_start_says_why_and_ends_with_1(capsys):
+    service = _Service(runs_for=100, fails_to_start=True)
+    assert _serve(service, threading.Event()) == 1
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == "the cluster did not start: port 7077 is taken\n"
+    assert not service.stopped
 
 
 def test_a_plain_popen_is_stopped_too():

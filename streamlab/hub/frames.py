@@ -56,6 +56,8 @@ _SYMBOLIC = {
 }
 
 
+#: The fields a source and a target both begin with.
+_TERMINUS = ("address", "durable", "expiry_policy", "timeout", "dynamic", "dynamic_node_properties")
 #: The fields of each performative and terminus, in the order AMQP 1.0 lists them (spec
 #: sections 2.7, 3.5.3-3.5.4 and 5.3.3). Fields travel by position; code names them.
 FIELDS: dict[int, tuple[str, ...]] = {
@@ -131,27 +133,14 @@ FIELDS: dict[int, tuple[str, ...]] = {
     SASL_INIT: ("mechanism", "initial_response", "hostname"),
     SASL_OUTCOME: ("code", "additional_data"),
     SOURCE: (
-        "address",
-        "durable",
-        "expiry_policy",
-        "timeout",
-        "dynamic",
-        "dynamic_node_properties",
+        *_TERMINUS,
         "distribution_mode",
         "filter",
         "default_outcome",
         "outcomes",
         "capabilities",
     ),
-    TARGET: (
-        "address",
-        "durable",
-        "expiry_policy",
-        "timeout",
-        "dynamic",
-        "dynamic_node_properties",
-        "capabilities",
-    ),
+    TARGET: (*_TERMINUS, "capabilities"),
     ERROR: ("condition", "description", "info"),
 }
 _POSITION = {code: {name: i for i, name in enumerate(names)} for code, names in FIELDS.items()}
@@ -239,6 +228,11 @@ def frame(
     return FRAME_HEADER.pack(size, 2, frame_type, channel) + body + payload
 
 
+def performative(channel: int, code: int, frame_type: int = AMQP_FRAME, /, **values: Any) -> bytes:
+    """A frame carrying performative ``code``, its fields given by name (the rest null)."""
+    return frame(channel, code, fields(code, **values), frame_type=frame_type)
+
+
 def error(condition: Condition, description: str | None = None) -> Described:
     """An AMQP error value (condition symbol, description, info)."""
     return Described(
@@ -262,16 +256,13 @@ def rejected(condition: Condition, description: str) -> Described:
 def open_frame(
     container_id: str, max_frame_size: int, channel_max: int, idle_timeout_ms: int | None = None
 ) -> bytes:
-    return frame(
+    return performative(
         0,
         OPEN,
-        fields(
-            OPEN,
-            container_id=container_id,
-            max_frame_size=UInt(max_frame_size),
-            channel_max=UShort(channel_max),
-            idle_time_out=None if idle_timeout_ms is None else UInt(idle_timeout_ms),
-        ),
+        container_id=container_id,
+        max_frame_size=UInt(max_frame_size),
+        channel_max=UShort(channel_max),
+        idle_time_out=None if idle_timeout_ms is None else UInt(idle_timeout_ms),
     )
 
 
@@ -283,17 +274,14 @@ def begin_frame(
     outgoing_window: int,
     handle_max: int,
 ) -> bytes:
-    return frame(
+    return performative(
         channel,
         BEGIN,
-        fields(
-            BEGIN,
-            remote_channel=UShort(remote_channel),
-            next_outgoing_id=UInt(next_outgoing_id),
-            incoming_window=UInt(incoming_window),
-            outgoing_window=UInt(outgoing_window),
-            handle_max=UInt(handle_max),
-        ),
+        remote_channel=UShort(remote_channel),
+        next_outgoing_id=UInt(next_outgoing_id),
+        incoming_window=UInt(incoming_window),
+        outgoing_window=UInt(outgoing_window),
+        handle_max=UInt(handle_max),
     )
 
 
@@ -310,25 +298,22 @@ def attach_frame(
     snd_settle_mode: int = 2,
     rcv_settle_mode: int = 0,
 ) -> bytes:
-    return frame(
+    return performative(
         channel,
         ATTACH,
-        fields(
-            ATTACH,
-            name=name,
-            handle=UInt(handle),
-            role=role,
-            snd_settle_mode=UByte(snd_settle_mode),
-            rcv_settle_mode=UByte(rcv_settle_mode),
-            source=source,
-            target=target,
-            incomplete_unsettled=False,
-            initial_delivery_count=None
-            if initial_delivery_count is None
-            else UInt(initial_delivery_count),
-            max_message_size=None if max_message_size is None else ULong(max_message_size),
-            offered_capabilities=SymbolArray(Symbol(s) for s in offered) if offered else None,
-        ),
+        name=name,
+        handle=UInt(handle),
+        role=role,
+        snd_settle_mode=UByte(snd_settle_mode),
+        rcv_settle_mode=UByte(rcv_settle_mode),
+        source=source,
+        target=target,
+        incomplete_unsettled=False,
+        initial_delivery_count=None
+        if initial_delivery_count is None
+        else UInt(initial_delivery_count),
+        max_message_size=None if max_message_size is None else ULong(max_message_size),
+        offered_capabilities=SymbolArray(Symbol(s) for s in offered) if offered else None,
     )
 
 
@@ -348,22 +333,19 @@ def flow_frame(
     def u(v: int | None) -> UInt | None:
         return None if v is None else UInt(v & 0xFFFFFFFF)
 
-    return frame(
+    return performative(
         channel,
         FLOW,
-        fields(
-            FLOW,
-            next_incoming_id=u(next_incoming_id),
-            incoming_window=u(incoming_window),
-            next_outgoing_id=u(next_outgoing_id),
-            outgoing_window=u(outgoing_window),
-            handle=u(handle),
-            delivery_count=u(delivery_count),
-            link_credit=u(link_credit),
-            available=u(available),
-            drain=drain,
-            echo=echo,
-        ),
+        next_incoming_id=u(next_incoming_id),
+        incoming_window=u(incoming_window),
+        next_outgoing_id=u(next_outgoing_id),
+        outgoing_window=u(outgoing_window),
+        handle=u(handle),
+        delivery_count=u(delivery_count),
+        link_credit=u(link_credit),
+        available=u(available),
+        drain=drain,
+        echo=echo,
     )
 
 
@@ -399,43 +381,36 @@ def disposition_frame(
     role: bool = ROLE_RECEIVER,
     settled: bool = True,
 ) -> bytes:
-    return frame(
+    return performative(
         channel,
         DISPOSITION,
-        fields(
-            DISPOSITION,
-            role=role,
-            first=UInt(first),
-            last=UInt(last),
-            settled=settled,
-            state=state,
-            batchable=False,
-        ),
+        role=role,
+        first=UInt(first),
+        last=UInt(last),
+        settled=settled,
+        state=state,
+        batchable=False,
     )
 
 
 def detach_frame(
     channel: int, handle: int, closed: bool = True, err: Described | None = None
 ) -> bytes:
-    return frame(channel, DETACH, fields(DETACH, handle=UInt(handle), closed=closed, error=err))
+    return performative(channel, DETACH, handle=UInt(handle), closed=closed, error=err)
 
 
 def end_frame(channel: int, err: Described | None = None) -> bytes:
-    return frame(channel, END, fields(END, error=err))
+    return performative(channel, END, error=err)
 
 
 def close_frame(err: Described | None = None) -> bytes:
-    return frame(0, CLOSE, fields(CLOSE, error=err))
+    return performative(0, CLOSE, error=err)
 
 
 def sasl_mechanisms_frame(mechanisms: list[str]) -> bytes:
-    return frame(
-        0,
-        SASL_MECHANISMS,
-        fields(SASL_MECHANISMS, sasl_server_mechanisms=SymbolArray(Symbol(m) for m in mechanisms)),
-        frame_type=SASL_FRAME,
-    )
+    mechanisms_array = SymbolArray(Symbol(m) for m in mechanisms)
+    return performative(0, SASL_MECHANISMS, SASL_FRAME, sasl_server_mechanisms=mechanisms_array)
 
 
 def sasl_outcome_frame(code: int) -> bytes:
-    return frame(0, SASL_OUTCOME, fields(SASL_OUTCOME, code=UByte(code)), frame_type=SASL_FRAME)
+    return performative(0, SASL_OUTCOME, SASL_FRAME, code=UByte(code))
