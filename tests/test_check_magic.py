@@ -110,22 +110,21 @@ def test_check_alone_grades_the_lab_of_the_notebook_as_saved(shell, capsys):
     assert "as saved at" in shown and "not saved yet" not in shown
 
 
-def test_the_report_in_html_escapes_the_learners_text():
-    report = magic.CheckReport(
-        "00",
-        REPO_ROOT / f"{LAB}.ipynb",
-        (
-            magic.Graded(
-                id="0.3",
-                title="Summarise",
-                status="failed",
-                message="Expected '<b>', got 1.",
-                hint="Read the `dict`.",
-                version="the cell tagged exercise-0.3 as you last ran it at 10:42:13, not saved yet",
-            ),
-        ),
-        seconds=1.0,
+def _failed(**fields) -> magic.Graded:
+    """A failed exercise as ``%check`` shows it; ``fields`` replace the defaults."""
+    defaults = dict(
+        id="0.3",
+        title="Summarise",
+        status="failed",
+        message="Expected '<b>', got 1.",
+        hint="Read the `dict`.",
+        version="the cell tagged exercise-0.3 as you last ran it at 10:42:13, not saved yet",
     )
+    return magic.Graded(**{**defaults, **fields})
+
+
+def test_the_report_in_html_escapes_the_learners_text():
+    report = magic.CheckReport("00", REPO_ROOT / f"{LAB}.ipynb", (_failed(),), seconds=1.0)
     html = report._repr_html_()
     assert "streamlab-check-failed" in html and "Expected &#x27;&lt;b&gt;&#x27;, got 1." in html
     assert "Read the <code>dict</code>." in html
@@ -136,13 +135,9 @@ def test_the_report_in_html_escapes_the_learners_text():
 
 
 def test_the_report_shows_what_the_check_compared_and_its_own_hint():
-    graded = magic.Graded(
-        id="4.2",
-        title="Heartbeats and timeouts",
-        status="failed",
+    graded = _failed(
         message="After 5 s of silence the machine should turn Unhealthy.",
         hint="A timer fires only when no heartbeat came before it.",
-        version="the cell tagged exercise-4.2 as saved at 10:00:00",
         expected="[('m1', 'Unhealthy')]",
         actual="nothing",
     )
