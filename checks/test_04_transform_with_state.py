@@ -10,6 +10,7 @@ clock's value.
 
 import json
 import sys
+import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 from streamlab.grading import CheckFailed, exercise, expect_equal
 from streamlab.grading.heartbeat_checks import Meter, ProcessorStory, ReferenceHeartbeatProcessor
 from streamlab.grading.verdict import query_cause
-from streamlab.tws_batches import pending_timers
+from streamlab.tws_batches import pending_timers, register_timer
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -296,6 +297,19 @@ def test_never_more_than_one_timer(nb, name):
     )
 
 
+@both
+def test_a_leftover_timer_emits_nothing(nb, name):
+    story = Story(nb, name)
+    register_timer(story.tester, "m9", 1_000)
+    expect_equal(
+        story.at(1_000),
+        [],
+        f"{name}: a timer fires at 1000 ms for m9, a machine with no state (a timer left over "
+        f"after its state was removed). {ROWS}",
+        hint="get() returns None for a machine without state: there is nothing to time out.",
+    )
+
+
 # --- 4.3 · retirement ---------------------------------------------------------------------
 
 
@@ -463,10 +477,18 @@ class _Broken(ReferenceHeartbeatProcessor):
     retire_clears = True
     retire_emits = False
     retire_from_timeout = False
+    retire_keeps_a_timer = False
+    greets_the_retired = False
+
+    def init(self, handle):
+        super().init(handle)
+        self.gone = handle.getValueState("gone", "gone BOOLEAN")
 
     def handleInputRows(self, key, rows, timerValues):
         now = timerValues.getCurrentProcessingTimeInMs()
         saved = self.machine.get()
+        if saved is None and self.greets_the_retired and self.gone.get():
+            saved = (UNHEALTHY, now - self.retire_after_ms)
         status = saved[0] if saved else None
         new = INITIALIZING if saved is None else HEALTHY
         if saved is None:
@@ -490,6 +512,10 @@ class _Broken(ReferenceHeartbeatProcessor):
         if status == UNHEALTHY:
             if self.retire_clears:
                 self.machine.clear()
+            if self.greets_the_retired:
+                self.gone.update((True,))
+            if self.retire_keeps_a_timer:
+                self.handle.registerTimer(now + self.retire_after_ms)
             if self.retire_emits:
                 yield _changed_row(key, None, UNHEALTHY, now)
             return
@@ -531,6 +557,14 @@ class RetiresFromTheTimeout(_Broken):
     retire_from_timeout = True
 
 
+class RetiresButKeepsATimer(_Broken):
+    retire_keeps_a_timer = True
+
+
+class GreetsTheRetiredAsRecovered(_Broken):
+    greets_the_retired = True
+
+
 BROKEN = [
     (
         NoTimeoutAfterRecovery,
@@ -568,6 +602,17 @@ BROKEN = [
         "machine that comes back after that must be Initializing.",
     ),
     (
+        RetiresButKeepsATimer,
+        "leaves a timer behind when it retires a machine",
+        "After the retirement, check that the machine has no pending timer (pending_timers).",
+    ),
+    (
+        GreetsTheRetiredAsRecovered,
+        "remembers retired machines and greets one that comes back as recovered, Unhealthy -> "
+        "Healthy",
+        "Send a heartbeat after the retirement and check the exact row: None -> Initializing.",
+    ),
+    (
         RetiresFromTheTimeout,
         "counts retire_after_ms from the moment a machine turned Unhealthy instead of from its "
         "latest heartbeat",
@@ -578,14 +623,23 @@ BROKEN = [
 
 
 def _run_learner_test(nb, processor_class):
-    """What the learner's test did: ``("passed", returned)`` or ``("failed", error)``."""
+    """What the learner's test did: ``("passed", returned)`` or ``("failed", where and why)``."""
     try:
         returned = nb.check_recovery_and_retirement(processor_class)
     except Exception as error:  # a test that fails, whatever it raised
         if "is not done yet" in str(error):
             raise
-        return "failed", error
+        return "failed", _where(error)
     return "passed", returned
+
+
+def _where(error: Exception) -> str:
+    """The error and the line of the learner's cell that raised it."""
+    said = f"{type(error).__name__}: {error}".rstrip(": ")
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        if frame.filename.startswith("<") and "cell" in frame.filename and frame.line:
+            return f"{said}, at `{frame.line.strip()}`"
+    return said
 
 
 @exercise("4.4")
@@ -596,7 +650,7 @@ def test_your_test_passes_on_a_right_processor(nb):
             "check_recovery_and_retirement failed on a right LeanHeartbeatProcessor (the "
             "course's reference): a test must pass on code that is right.",
             expected="it returns",
-            actual=f"{type(detail).__name__}: {detail}",
+            actual=detail,
             hint="Compare your expectations with the worked examples of 4.3 and 4.4: timers fire "
             "in the first callback at or after their time, and rows carry the batch's time.",
         )
@@ -762,7 +816,8 @@ def _counter(nb, every: int):
 def test_the_counter_counts_in_one_tester(nb):
     batches = [{"m1": 3, "m2": 6}, {"m1": 3}, {"m1": 4, "m2": 1}, {"m2": 2}]
     for every in (5, 3):
-        tester = TwsTester(_counter(nb, every))
+        # The constructor's default is MilestoneCounter's: every=5.
+        tester = TwsTester(_counter(nb, every) if every != 5 else nb.HeartbeatCounter())
         emitted = []
         for batch in batches:
             for machine, count in sorted(batch.items()):

@@ -58,6 +58,13 @@ def spark_batch(tester, now_ms: int, rows_by_key: Mapping[Any, list]) -> list:
     rows), then ``handleExpiredTimer`` for every timer due at ``now_ms``. Returns what the
     handlers emitted, rows first. ``now_ms`` must not go back in time.
     """
+    from_rows, from_timers = spark_batch_by_handler(tester, now_ms, rows_by_key)
+    return from_rows + from_timers
+
+
+def spark_batch_by_handler(tester, now_ms: int, rows_by_key: Mapping[Any, list]) -> tuple:
+    """The micro-batch of :func:`spark_batch`, with what each handler emitted kept apart:
+    ``(emitted by handleInputRows, emitted by handleExpiredTimer)``."""
     _require(tester, "_currentProcessingTimeMs", "_handleExpiredTimers")
     if now_ms < tester._currentProcessingTimeMs:
         raise ValueError(
@@ -65,10 +72,10 @@ def spark_batch(tester, now_ms: int, rows_by_key: Mapping[Any, list]) -> list:
             f"processing time only moves forward"
         )
     tester._currentProcessingTimeMs = now_ms
-    emitted = []
+    from_rows = []
     for key, rows in rows_by_key.items():
-        emitted += tester.test(key, list(rows))
-    return emitted + list(tester._handleExpiredTimers())
+        from_rows += tester.test(key, list(rows))
+    return from_rows, list(tester._handleExpiredTimers())
 
 
 def pending_timers(tester, key) -> list[int]:

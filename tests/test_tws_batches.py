@@ -7,7 +7,13 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from streamlab.tws_batches import TwsTesterChanged, pending_timers, register_timer, spark_batch
+from streamlab.tws_batches import (
+    TwsTesterChanged,
+    pending_timers,
+    register_timer,
+    spark_batch,
+    spark_batch_by_handler,
+)
 
 TIMEOUT_MS = 5_000
 
@@ -62,6 +68,14 @@ def test_due_timers_of_keys_without_rows_fire_after_the_rows():
     out = spark_batch(tester, 7_000, {"m3": BEAT})
     assert statuses(out) == [("m3", "up", 7_000), ("m1", "down", 7_000), ("m2", "down", 7_000)]
     assert pending_timers(tester, "m1") == [] and pending_timers(tester, "m3") == [12_000]
+
+
+def test_each_handler_s_rows_can_be_told_apart():
+    tester = TwsTester(Countdown(), timeMode="ProcessingTime")
+    spark_batch(tester, 1_000, {"m1": BEAT})
+    from_rows, from_timers = spark_batch_by_handler(tester, 7_000, {"m2": BEAT})
+    assert statuses(from_rows) == [("m2", "up", 7_000)]
+    assert statuses(from_timers) == [("m1", "down", 7_000)]
 
 
 def test_a_batch_without_rows_only_fires_timers():
