@@ -479,6 +479,8 @@ class _Broken(ReferenceHeartbeatProcessor):
     retire_from_timeout = False
     retire_keeps_a_timer = False
     greets_the_retired = False
+    recovery_timeout_factor = 1
+    tombstone = False
 
     def init(self, handle):
         super().init(handle)
@@ -487,6 +489,8 @@ class _Broken(ReferenceHeartbeatProcessor):
     def handleInputRows(self, key, rows, timerValues):
         now = timerValues.getCurrentProcessingTimeInMs()
         saved = self.machine.get()
+        if self.tombstone and saved is not None and saved[0] is None:
+            saved = None
         if saved is None and self.greets_the_retired and self.gone.get():
             saved = (UNHEALTHY, now - self.retire_after_ms)
         status = saved[0] if saved else None
@@ -498,7 +502,7 @@ class _Broken(ReferenceHeartbeatProcessor):
             if self.on_recovery_delete:
                 self.handle.deleteTimer(saved[1] + self.retire_after_ms)
             if self.on_recovery_register:
-                self.handle.registerTimer(now + self.timeout_ms)
+                self.handle.registerTimer(now + self.recovery_timeout_factor * self.timeout_ms)
         self.machine.update((new, now))
         if new != status and (status != UNHEALTHY or self.recovery_emits):
             yield _changed_row(key, new, status, now)
@@ -510,7 +514,9 @@ class _Broken(ReferenceHeartbeatProcessor):
             return
         status, seen = saved
         if status == UNHEALTHY:
-            if self.retire_clears:
+            if self.tombstone:
+                self.machine.update((None, seen))
+            elif self.retire_clears:
                 self.machine.clear()
             if self.greets_the_retired:
                 self.gone.update((True,))
@@ -565,12 +571,26 @@ class GreetsTheRetiredAsRecovered(_Broken):
     greets_the_retired = True
 
 
+class TimesOutLateAfterRecovery(_Broken):
+    recovery_timeout_factor = 2
+
+
+class KeepsATombstone(_Broken):
+    tombstone = True
+
+
 BROKEN = [
     (
         NoTimeoutAfterRecovery,
         "gives a recovered machine no timeout timer, so it never turns Unhealthy again",
         "After a recovery, let the machine go silent for longer than the timeout and expect "
         "Healthy -> Unhealthy at the right time.",
+    ),
+    (
+        TimesOutLateAfterRecovery,
+        "gives a recovered machine twice the timeout before it turns Unhealthy again",
+        "After a recovery, expect Healthy -> Unhealthy exactly timeout_ms after the recovering "
+        "heartbeat.",
     ),
     (
         KeepsTheRetirementTimer,
@@ -600,6 +620,12 @@ BROKEN = [
         "never clears a retired machine's state",
         "After retire_after_ms, peek at the state (peekValueState) and expect None; and a "
         "machine that comes back after that must be Initializing.",
+    ),
+    (
+        KeepsATombstone,
+        "keeps a retired machine's state as an empty marker instead of removing it",
+        "After the retirement, expect no state at all for the machine: peekValueState returns "
+        "None.",
     ),
     (
         RetiresButKeepsATimer,
