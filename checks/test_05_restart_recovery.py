@@ -552,23 +552,23 @@ def test_a_quiet_partition_times_out_at_each_deadline(nb):
 def test_one_timer_moves_to_the_next_deadline(nb):
     hub = Hub(_timers_under_test(nb))
     hub.seed(
-        "0", {"m1": (HEALTHY, 10_000), "m2": (HEALTHY, 12_000), "m6": (UNHEALTHY, 2_000)}, 15_000
+        "0", {"m1": (HEALTHY, 10_000), "m2": (HEALTHY, 10_001), "m6": (UNHEALTHY, 2_000)}, 15_000
     )
     rows = hub.batch(15_000)
     expect_equal(
         [rows, hub.timers("0"), hub.state("0")],
         [
             [("m1", HEALTHY, UNHEALTHY, 15_000, 15_000)],
-            [17_000],
+            [15_001],
             (
-                {"m1": (UNHEALTHY, 10_000), "m2": (HEALTHY, 12_000), "m6": (UNHEALTHY, 2_000)},
-                17_000,
+                {"m1": (UNHEALTHY, 10_000), "m2": (HEALTHY, 10_001), "m6": (UNHEALTHY, 2_000)},
+                15_001,
             ),
         ],
-        "Partition 0: m1 (Healthy, 10000), m2 (Healthy, 12000), m6 (Unhealthy, 2000), timer at "
+        "Partition 0: m1 (Healthy, 10000), m2 (Healthy, 10001), m6 (Unhealthy, 2000), timer at "
         "15000; a batch without rows at exactly 15000: [rows, pending timers, state].",
         hint="A deadline at now is due. The one timer then goes to the earliest deadline still "
-        "to come, and the state records it.",
+        "to come (here a millisecond after now), and the state records it.",
     )
 
 
@@ -735,12 +735,18 @@ def test_late_and_duplicate_heartbeats_change_nothing(nb):
     again = Hub._row("0", "m1", 5_000, 9, 9)  # a heartbeat delivered twice
     old = Hub._row("0", "m2", 1_500, None, None)  # one from before the machine's newest
     hub.extra["0"] = [again, old]
-    out += hub.run(20_000)
+    out += hub.run(27_000)
+    # m2 is Unhealthy since 25000; its last heartbeat, at 20000, delivered once more.
+    hub.extra["0"] = [Hub._row("0", "m2", 20_000, 40, 40)]
+    out += hub.run(28_000)
+    expected += plain.run(28_000)
     expect_equal(
         _facts(out),
         _facts(expected),
-        f"m1's heartbeat at 5000 ms delivered a second time, and one of m2 stamped 1500 ms "
-        f"arriving after newer ones, against the same story without them. {FACTS}",
+        f"m1's heartbeat at 5000 ms delivered a second time, one of m2 stamped 1500 ms arriving "
+        f"after newer ones, and m2's last heartbeat (20000 ms) delivered again after m2 turned "
+        f"Unhealthy, against the same story without them. {FACTS}",
+        hint="A heartbeat no newer than the machine's latest one, equal included, is old news.",
     )
 
 
@@ -749,18 +755,21 @@ def test_one_value_and_one_timer_per_partition(nb):
     hub = Hub(_reader_under_test(nb))
     _fleet(hub, ["m1", "m2", "m3", "m4", "m5"], 1, 30)
     _fleet(hub, ["m6"], 1, 3)
-    hub.run(30_500)
+    hub.send("m6", 25_001)
+    hub.run(30_000)
     expect_equal(
         [hub.timers("0"), hub.state("0"), hub.timers("1"), sorted(hub.state("1")[0])],
         [
-            [35_000],
-            ({"m1": (HEALTHY, 30_000), "m2": (HEALTHY, 30_000), "m6": (UNHEALTHY, 3_000)}, 35_000),
+            [30_001],
+            ({"m1": (HEALTHY, 30_000), "m2": (HEALTHY, 30_000), "m6": (HEALTHY, 25_001)}, 30_001),
             [35_000],
             ["m3", "m4", "m5"],
         ],
-        "After 30 s of heartbeats (m6 only until 3 s), at 30500 ms: partition 0's pending "
-        "timers and state (machines, recorded timer), then partition 1's timers and machines.",
-        hint="rearm() moves the partition's one timer and returns it: save that.",
+        "After 30 s of heartbeats (m6 only until 3 s, and once more at 25001), at 30000 ms: "
+        "partition 0's pending timers and state (machines, recorded timer), then partition 1's "
+        "timers and machines. m6's deadline is a millisecond after the batch.",
+        hint="rearm() moves the partition's one timer and returns it: save that. Never at or "
+        "before now, but no later than the earliest deadline after it.",
     )
 
 
