@@ -700,7 +700,7 @@ def test_your_test_fails_on_a_broken_processor(nb, broken, mistake):
             f"check_recovery_and_retirement passed on a processor that {mistake}: a test must "
             f"fail on it.",
             expected="an AssertionError",
-            actual="it returned" + ("" if detail is None else f" {detail!r}"),
+            actual="it returned without raising" + ("" if detail is None else f" ({detail!r})"),
         )
 
 
