@@ -535,65 +535,26 @@ class _Broken(ReferenceHeartbeatProcessor):
         yield _changed_row(key, UNHEALTHY, status, now)
 
 
-class NoTimeoutAfterRecovery(_Broken):
-    on_recovery_register = False
-
-
-class KeepsTheRetirementTimer(_Broken):
-    on_recovery_delete = False
-
-
-class RecoversSilently(_Broken):
-    recovery_emits = False
-
-
-class RecoversAsNew(_Broken):
-    recovery_status = INITIALIZING
-
-
-class RetiresWithARow(_Broken):
-    retire_emits = True
-
-
-class RetiresWithoutForgetting(_Broken):
-    retire_clears = False
-
-
-class RetiresFromTheTimeout(_Broken):
-    retire_from_timeout = True
-
-
-class RetiresButKeepsATimer(_Broken):
-    retire_keeps_a_timer = True
-
-
-class GreetsTheRetiredAsRecovered(_Broken):
-    greets_the_retired = True
-
-
-class TimesOutLateAfterRecovery(_Broken):
-    recovery_timeout_factor = 2
-
-
-class KeepsATombstone(_Broken):
-    tombstone = True
+def _broken(name: str, **changes) -> type:
+    """The reference with one of its behaviours changed, named for what it gets wrong."""
+    return type(name, (_Broken,), changes)
 
 
 BROKEN = [
     (
-        NoTimeoutAfterRecovery,
+        _broken("NoTimeoutAfterRecovery", on_recovery_register=False),
         "gives a recovered machine no timeout timer, so it never turns Unhealthy again",
         "After a recovery, let the machine go silent for longer than the timeout and expect "
         "Healthy -> Unhealthy at the right time.",
     ),
     (
-        TimesOutLateAfterRecovery,
+        _broken("TimesOutLateAfterRecovery", recovery_timeout_factor=2),
         "gives a recovered machine twice the timeout before it turns Unhealthy again",
         "After a recovery, expect Healthy -> Unhealthy exactly timeout_ms after the recovering "
         "heartbeat.",
     ),
     (
-        KeepsTheRetirementTimer,
+        _broken("KeepsTheRetirementTimer", on_recovery_delete=False),
         "keeps the retirement timer of a machine's first silence after it recovers, so a "
         "machine that goes silent again is retired too early",
         "Recover a machine, let it go Unhealthy again, and check that it is still in the state "
@@ -601,45 +562,45 @@ BROKEN = [
         "its latest one).",
     ),
     (
-        RecoversSilently,
+        _broken("RecoversSilently", recovery_emits=False),
         "emits nothing when an Unhealthy machine sends a heartbeat",
         "Check the exact rows a recovery emits: one Unhealthy -> Healthy row at the batch's time.",
     ),
     (
-        RecoversAsNew,
+        _broken("RecoversAsNew", recovery_status=INITIALIZING),
         "reports a recovered machine as Initializing",
         "Check the status of the recovery row, not only that a row came out.",
     ),
     (
-        RetiresWithARow,
+        _broken("RetiresWithARow", retire_emits=True),
         "emits a row when it retires a machine",
         "Check that the moment of retirement emits nothing at all.",
     ),
     (
-        RetiresWithoutForgetting,
+        _broken("RetiresWithoutForgetting", retire_clears=False),
         "never clears a retired machine's state",
         "After retire_after_ms, peek at the state (peekValueState) and expect None; and a "
         "machine that comes back after that must be Initializing.",
     ),
     (
-        KeepsATombstone,
+        _broken("KeepsATombstone", tombstone=True),
         "keeps a retired machine's state as an empty marker instead of removing it",
         "After the retirement, expect no state at all for the machine: peekValueState returns "
         "None.",
     ),
     (
-        RetiresButKeepsATimer,
+        _broken("RetiresButKeepsATimer", retire_keeps_a_timer=True),
         "leaves a timer behind when it retires a machine",
         "After the retirement, check that the machine has no pending timer (pending_timers).",
     ),
     (
-        GreetsTheRetiredAsRecovered,
+        _broken("GreetsTheRetiredAsRecovered", greets_the_retired=True),
         "remembers retired machines and greets one that comes back as recovered, Unhealthy -> "
         "Healthy",
         "Send a heartbeat after the retirement and check the exact row: None -> Initializing.",
     ),
     (
-        RetiresFromTheTimeout,
+        _broken("RetiresFromTheTimeout", retire_from_timeout=True),
         "counts retire_after_ms from the moment a machine turned Unhealthy instead of from its "
         "latest heartbeat",
         "Check the state at exactly retire_after_ms after the latest heartbeat: gone then, and "
