@@ -170,7 +170,7 @@ def test_exercises_keep_their_own_count_and_reset_clears_all(course):
     "argument, sentence",
     [
         ("2.9", "Lab 02 has no exercise 2.9 (it has 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8)."),
-        ("04", "04 is a lab; name one of its exercises: 4.1, 4.2, 4.3, 4.4."),
+        ("04", "04 is a lab; name one of its exercises: 4.1, 4.2, 4.3, 4.4, 4.5, 4.6."),
         ("12.1", "There is no lab '12'; the labs are 00"),
     ],
 )
