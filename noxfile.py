@@ -215,3 +215,10 @@ def clean(session: nox.Session) -> None:
         if path.exists():
             session.log(f"removing {path}")
             shutil.rmtree(path)
+
+
+@nox.session
+def mutants(session: nox.Session) -> None:
+    """Do the checks catch wrong solutions? `nox -s mutants -- 04` (`--exercise 4.2`: one)."""
+    env = course_env(session)
+    run(session, "python", "-m", "streamlab.mutants", *session.posargs, env=env)

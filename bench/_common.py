@@ -197,17 +197,9 @@ def spark(conf: dict[str, str] | None = None):
 
 def solution(lab_id: str):
     """Lab ``lab_id``'s graded cells from its solution notebook, loaded as the grader loads them."""
-    from streamlab import registry
-    from streamlab.grading.loader import load_notebook
+    from streamlab.solutions import load_solution
 
-    loaded = load_notebook(
-        registry.lab(lab_id).notebook(ROOT / "solutions"), module_name=f"bench_lab{lab_id}"
-    )
-    if loaded.problems:
-        raise RuntimeError(
-            f"lab {lab_id}'s solution does not load: {loaded.problems[0].sentence()}"
-        )
-    return loaded.module
+    return load_solution(lab_id)
 
 
 class Jvm:

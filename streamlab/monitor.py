@@ -27,10 +27,11 @@ import uuid
 from pathlib import Path
 from types import ModuleType
 
-from streamlab.paths import REPO_ROOT
+from streamlab.solutions import SOLUTIONS_DIR, load_solution
 
-REFERENCE_LAB = REPO_ROOT / "solutions" / "05-restart-recovery" / "05-restart-recovery.ipynb"
-LAB04 = REPO_ROOT / "solutions" / "04-transform-with-state" / "04-transform-with-state.ipynb"
+#: Lab 04's solution notebook, for a caller that loads it under a module name of its own.
+LAB04 = SOLUTIONS_DIR / "04-transform-with-state" / "04-transform-with-state.ipynb"
+
 
 # The defaults below are what ``bench/batch_breakdown.py`` found to cut the time from a
 # heartbeat to its transition row on 2 cores; its results page has the figures.
@@ -48,18 +49,9 @@ DEFAULT_WRITER = "arrow"
 SESSION_CONF: dict[str, str] = {"spark.sql.shuffle.partitions": "1"}
 
 
-def _load(notebook: Path, module_name: str) -> ModuleType:
-    from streamlab.grading.loader import load_notebook
-
-    loaded = load_notebook(notebook, module_name=module_name)
-    if loaded.problems:
-        raise RuntimeError(f"the reference solution does not load: {loaded.problems[0].sentence()}")
-    return loaded.module
-
-
 def reference_solution() -> ModuleType:
     """Lab 05's graded cells, solved: ``CatchUpProcessor``, ``catch_up_changes``, schemas."""
-    return _load(REFERENCE_LAB, "streamlab_reference_lab05")
+    return load_solution("05")
 
 
 def lab04_solution() -> ModuleType:
@@ -68,7 +60,7 @@ def lab04_solution() -> ModuleType:
     The teaching step before lab 05: it judges silence by processing time, so a restart after
     a short downtime can report machines that never stopped as Unhealthy.
     """
-    return _load(LAB04, "streamlab_reference_lab04")
+    return load_solution("04")
 
 
 def parse_heartbeats(events, schema):

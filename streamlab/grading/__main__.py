@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome.results,
         lab_errors=outcome.lab_errors,
         cells=outcome.cells,
+        fingerprints=outcome.fingerprints,
         exercises=set(args.exercise) or None,
         notebooks=args.notebooks,
         earlier=earlier,

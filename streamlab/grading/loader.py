@@ -21,8 +21,8 @@ from pathlib import Path
 
 import nbformat
 
-from streamlab.authoring import NOT_DONE, NOT_DONE_PATTERN, exercise_id, is_graded
 from streamlab.grading.timeout import CELL_TIME_LIMIT, CheckTimeout, time_limit
+from streamlab.notebooks import NOT_DONE, NOT_DONE_PATTERN, exercise_id, fingerprint, is_graded
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,8 @@ class LoadedNotebook:
     problems: list[CellProblem] = field(default_factory=list)
     exercises: set[str] = field(default_factory=set)
     cells: dict[str, int] = field(default_factory=dict)  # exercise -> its (first) cell number
+    #: :func:`streamlab.notebooks.fingerprint` of the graded cells that ran.
+    fingerprint: str = ""
 
     def problem_for(self, exercise: str) -> CellProblem | None:
         """The first problem that stops ``exercise`` from being checked, if any."""
@@ -200,7 +202,7 @@ def load_notebook(
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(module)
-    loaded = LoadedNotebook(path=path, module=module)
+    loaded = LoadedNotebook(path=path, module=module, fingerprint=fingerprint(notebook.cells))
     tagged: dict[str, list[int]] = {}
     for number, cell in enumerate(notebook.cells, start=1):
         if not is_graded(cell):

@@ -251,7 +251,7 @@ def _write_as_last_run(notebook: Path, lab: registry.Lab, labs_dir: Path) -> dic
     """
     import nbformat
 
-    from streamlab.authoring import exercise_id, is_graded
+    from streamlab.notebooks import exercise_id, is_graded
 
     content = nbformat.read(notebook, as_version=4)
     saved_at = datetime.fromtimestamp(notebook.stat().st_mtime)

@@ -42,6 +42,7 @@ def grade(
     *,
     lab_errors: Mapping[str, str] | None = None,
     cells: Mapping[str, Mapping[str, int]] | None = None,
+    fingerprints: Mapping[str, str] | None = None,
     exercises: set[str] | None = None,
     notebooks: str = "labs",
     earlier: dict | None = None,
@@ -86,6 +87,7 @@ def grade(
                 "title": lab.title,
                 "status": "error" if error else "graded",
                 "message": error,
+                "fingerprint": (fingerprints or {}).get(lab.id, ""),
                 "exercises": rows,
             }
         )

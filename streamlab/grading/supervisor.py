@@ -52,6 +52,8 @@ class Outcome:
     results: list[CheckResult] = field(default_factory=list)
     lab_errors: dict[str, str] = field(default_factory=dict)
     cells: dict[str, dict[str, int]] = field(default_factory=dict)  # lab -> exercise -> cell
+    #: lab -> the fingerprint of the graded cells its checks ran (streamlab.notebooks)
+    fingerprints: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -72,6 +74,8 @@ class _Plan:
     cells: dict[str, dict[int, dict]] = field(default_factory=dict)
     # Exercises with a check that had to be killed: their other checks would only hang too.
     given_up: set[tuple[str, str]] = field(default_factory=set)
+    # Variants (nox -s mutants) with a failed check: their other checks need not run.
+    failed: set[str] = field(default_factory=set)
 
     def write(self, path: Path) -> None:
         path.write_text(
@@ -79,6 +83,7 @@ class _Plan:
                 {
                     "done": sorted(self.done),
                     "given_up": sorted(f"{lab}:{exercise}" for lab, exercise in self.given_up),
+                    "failed": sorted(self.failed),
                     "cells": {
                         lab: {str(n): problem for n, problem in cells.items()}
                         for lab, cells in self.cells.items()
@@ -95,8 +100,12 @@ def run(
     exercises: Sequence[str] = (),
     max_check_seconds: float | None = None,
     log_path: Path,
+    child_args: Sequence[str] = (),
 ) -> Outcome:
-    """Grade ``labs`` in as many children as it takes; never raises for the learner's code."""
+    """Grade ``labs`` in as many children as it takes; never raises for the learner's code.
+
+    ``child_args`` go to every child's pytest (``--variants``, for nox -s mutants).
+    """
     outcome, plan = Outcome(), _Plan()
     cap = max_check_seconds
     cell_limit = cap or CELL_TIME_LIMIT
@@ -117,6 +126,7 @@ def run(
                 str(plan_path),
             ]
             args += [arg for e in exercises for arg in ("--exercise", e)]
+            args += list(child_args)
             if cap:
                 args += ["--max-check-seconds", str(cap)]
             ended, activity, code = _run_child(args, outcome, plan, log, cell_limit, cap)
@@ -225,6 +235,8 @@ def _follow(
         )
     if kind == "cells":
         outcome.cells[lab] = event.get("cells", {})
+        if event.get("fingerprint"):
+            outcome.fingerprints[lab] = event["fingerprint"]
     if kind == "phase":
         phase = event["phase"]
         limit = {"setup": SETUP_LIMIT, "teardown": TEARDOWN_LIMIT}.get(
@@ -250,6 +262,8 @@ def _follow(
             )
         )
         plan.done.add(event["check"])
+        if event["status"] == FAILED:
+            plan.failed.add(lab)
     if kind == "lab-error":
         outcome.lab_errors[lab] = event["message"]
     if kind == "broken":

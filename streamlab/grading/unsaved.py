@@ -110,7 +110,7 @@ def warnings(labs: list[Lab], graded: dict, notebooks: str) -> list[dict]:
         return []
     import nbformat  # slow to import: only when a notebook is open in a running JupyterLab
 
-    from streamlab.authoring import NOT_DONE, exercise_id
+    from streamlab.notebooks import NOT_DONE, exercise_id
 
     found = []
     statuses = {

@@ -56,7 +56,7 @@ def _shorten(text: str) -> str:
 
 def _not_done(error: BaseException) -> str | None:
     """The exercise whose stub raised ``error``, if a stub did."""
-    from streamlab.authoring import NOT_DONE_PATTERN
+    from streamlab.notebooks import NOT_DONE_PATTERN
 
     # A stub called inside a Spark job comes back wrapped in a PythonException whose text
     # holds the original message, so search the whole text, not only its start.
