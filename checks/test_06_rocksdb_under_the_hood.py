@@ -10,7 +10,6 @@ checkpoint, on the change feed and on the progress reports, never on timings. Th
 (6.3, 6.8) are compared with what Spark does on the same input, computed here.
 """
 
-import functools
 import json
 import math
 import os
@@ -35,7 +34,6 @@ from streamlab.grading.heartbeat_checks import (
     ReferenceHeartbeatProcessor,
     status_tuples,
 )
-from streamlab.paths import REPO_ROOT
 
 # Spark's Python workers cannot import this file: send what it defines by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -62,19 +60,13 @@ CUSTOM_METRICS = (
     "rocksdbSstFileSize",
     "rocksdbPinnedBlocksMemoryUsage",
 )
-SOLUTION = REPO_ROOT / "solutions" / "06-rocksdb-under-the-hood" / "06-rocksdb-under-the-hood.ipynb"
 
 
-@functools.cache
 def _solution():
     """The course's solution of this lab: the other half of a processor graded in halves."""
-    from streamlab.grading.loader import load_notebook
+    from streamlab.solutions import load_solution
 
-    loaded = load_notebook(SOLUTION, module_name="lab06_reference")
-    assert not loaded.problems, (
-        f"The course's lab 06 solution does not load (a course bug): {loaded.problems[0].sentence()}"
-    )
-    return loaded.module
+    return load_solution("06")
 
 
 # --- progress reports captured from real queries (PySpark 4.3.0, local[2]) ---------------
@@ -968,6 +960,50 @@ def test_a_recovering_machine_in_a_silent_bucket_gets_a_timer(nb):
         "timer registered there, before the retirement timer at 32000 (which may stay).",
         hint="The armed timer was a retirement, later than the new deadline: register one at "
         "the deadline and keep it as timer_ms.",
+    )
+
+
+@exercise("6.5")
+def test_no_timer_is_registered_when_the_armed_one_is_not_later(nb):
+    fleet = Buckets(yours_inputs(nb))
+    fleet.at(1_000)
+    fleet.beat("m1", "m2")
+    meter = Meter(fleet.tester)
+    fleet.beat("m2", "m1")  # another batch in the same millisecond: its deadline is the timer
+    calls = meter.take()
+    expect_equal(
+        Meter.listing(calls),
+        "get x1, update x1",
+        "Two batches of a bucket in the same millisecond: the second one's deadline (now + "
+        "timeout_ms) is the armed timer itself, so it registers none.",
+        hint="Register a timer only when the bucket has none or the armed one is later than "
+        "now + timeout_ms.",
+    )
+
+
+@exercise("6.6")
+def test_a_superseded_timer_changes_nothing(nb):
+    fleet = Buckets(yours_timer(nb), retire_after_ms=30_000)
+    fleet.at(1_000)
+    fleet.beat("m1")
+    fleet.at(2_000)
+    fleet.beat("m1")
+    fleet.at(7_000)  # m1 Unhealthy: the bucket's timer is its retirement, at 32000
+    fleet.at(10_000)
+    fleet.beat("m1")  # recovered: a timer at 15000; the one at 32000 is superseded
+    for t in range(11_000, 32_000, 1_000):
+        fleet.at(t)
+        fleet.beat("m1")
+    meter = Meter(fleet.tester)
+    rows = fleet.at(32_000)  # only the superseded timer is due now
+    expect_equal(
+        (rows, Meter.listing(meter.take()), fleet.timers()),
+        ([], "get x1", [35_000]),
+        "At 32000 ms the bucket's old retirement timer fires, while the bucket's own timer is "
+        "at 35000 (m1 beats every second): it should read the bucket once and change nothing, "
+        "no row, no timer, no update.",
+        hint="A timer whose time is not the bucket's timer_ms, and that fires while timer_ms "
+        "is still ahead, was superseded: return an empty iterator.",
     )
 
 

@@ -1025,6 +1025,14 @@ def test_each_closed_window_lands_once(nb, spark, tmp_path, checkpoint_dir):
         "hold each closed window once, with all its readings, as (device, window start in "
         "seconds after 10:00:00, readings), and no window that is still open.",
     )
+    from deltalake import DeltaTable
+
+    expect_equal(
+        DeltaTable(str(table)).transaction_version(str(table)) is not None,
+        True,
+        "The table's commits should carry transaction identifiers whose app id is the table's "
+        "path, as the task says.",
+    )
 
 
 def _deepest_cause(query, error: BaseException) -> str:
