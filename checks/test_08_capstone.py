@@ -356,6 +356,13 @@ def test_the_checkpoint_root_may_be_a_uri(nb):
         f"between root and folder, and the URI left as it is (pathlib would turn '//' into '/'); "
         f"got {got['checkpointLocation']!r}."
     )
+    local = _settings(nb, CS, 3, "/srv/box/")["checkpointLocation"]
+    expect_equal(
+        local,
+        "/srv/box/heartbeat-monitor",
+        "A local root with a trailing slash keeps every character of its name, and gets one '/' "
+        "before the folder.",
+    )
     assert got["source"]["consumerGroup"] == "monitor", (
         f"consumer_group='monitor' should be the source's consumerGroup; it is {got['source'].get('consumerGroup')!r}."
     )
