@@ -489,24 +489,21 @@ def _strings(value) -> set[str]:
     return set()
 
 
+def _with_the_courses(yours, method: str):
+    """``yours`` with the course's ``method``: one handler graded at a time."""
+    return type(
+        yours.__name__, (yours,), {method: getattr(_solution().BucketedHeartbeatProcessor, method)}
+    )
+
+
 def yours_inputs(nb):
     """Your handleInputRows (6.5), with the course's handleExpiredTimer."""
-    course = _solution().BucketedHeartbeatProcessor
-    return type(
-        "BucketedHeartbeats",
-        (nb.BucketedHeartbeats,),
-        {"handleExpiredTimer": course.handleExpiredTimer},
-    )
+    return _with_the_courses(nb.BucketedHeartbeats, "handleExpiredTimer")
 
 
 def yours_timer(nb):
     """Your handleExpiredTimer (6.6), with the course's handleInputRows."""
-    course = _solution().BucketedHeartbeats
-    return type(
-        "BucketedHeartbeatProcessor",
-        (nb.BucketedHeartbeatProcessor,),
-        {"handleInputRows": course.handleInputRows},
-    )
+    return _with_the_courses(nb.BucketedHeartbeatProcessor, "handleInputRows")
 
 
 class Buckets(ProcessorStory):

@@ -832,6 +832,14 @@ def test_a_failed_start_restores_the_pool_and_raises(nb, spark, tmp_path):
 # --- 7.7 · each batch once ----------------------------------------------------------------------
 
 
+def _crash_before_commit(checkpoint) -> None:
+    """What a driver killed after a batch's output and before Spark recorded the batch leaves."""
+    commits = Path(checkpoint, "commits")
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    for name in (str(last), f".{last}.crc"):
+        (commits / name).unlink(missing_ok=True)
+
+
 def batch_writer(nb, table: Path, app_id: str):
     write = nb.once_per_batch(str(table), app_id)
     assert callable(write), (
@@ -939,10 +947,7 @@ def test_a_restarted_query_writes_its_replayed_batch_once(nb, spark, tmp_path, c
     deliver(folder, "a", [reading_line("d1", n, 50.0, n) for n in range(3)], order=0)
     deliver(folder, "b", [reading_line("d1", n, 50.0, n) for n in range(3, 5)], order=1)
     run()
-    # A driver that died after write() returned and before Spark recorded batch 1 as done.
-    commits = Path(checkpoint_dir, "commits")
-    for name in ("1", ".1.crc"):
-        (commits / name).unlink(missing_ok=True)
+    _crash_before_commit(checkpoint_dir)  # after write() returned for batch 1
     run()
     got = table_readings(table)
     assert got == [0, 1, 2, 3, 4], (
@@ -1000,22 +1005,15 @@ def test_each_closed_window_lands_once(nb, spark, tmp_path, checkpoint_dir):
             .awaitTermination()
         )
 
-    def crash() -> None:
-        # A driver that died after the batch was written and before Spark recorded it as done.
-        commits = Path(checkpoint_dir, "commits")
-        last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-        for name in (str(last), f".{last}.crc"):
-            (commits / name).unlink(missing_ok=True)
-
     deliver(folder, "a", [reading_line("d1", 5, 50.0, 1), reading_line("d1", 25, 50.2, 3)], 0)
     run()
     deliver(folder, "b", [reading_line("d1", 15, 50.1, 2)], 1)
     run()
-    crash()
+    _crash_before_commit(checkpoint_dir)
     run()
     deliver(folder, "c", [reading_line("d1", 125, 50.3, 4)], 2)
     run()  # its last batch, run without new data, writes the windows 10:02:05 closes
-    crash()
+    _crash_before_commit(checkpoint_dir)
     run()
     expect_equal(
         _samples_table(table),
@@ -1078,10 +1076,7 @@ def test_a_stateful_query_replays_its_batch_once(nb, spark, tmp_path, checkpoint
 
     deliver(folder, "a", [reading_line("d1", 1, 50.0, 1), reading_line("d2", 2, 50.0, 1)], 0)
     run()
-    commits = Path(checkpoint_dir, "commits")
-    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-    for name in (str(last), f".{last}.crc"):
-        (commits / name).unlink(missing_ok=True)
+    _crash_before_commit(checkpoint_dir)
     run()
     from deltalake import DeltaTable
 
