@@ -173,6 +173,7 @@ BENCHMARKS = [
     "state_machine",
     "fleet_capacity",
     "state_store",
+    "state_value_size",
     "restart_recovery",
     "learner_loop",
     "delta_sink",
