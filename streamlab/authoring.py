@@ -25,12 +25,19 @@ from __future__ import annotations
 
 import argparse
 import copy
-import re
 import sys
 from pathlib import Path
 
 import nbformat
 
+from streamlab.notebooks import (
+    BEGIN,
+    NOT_DONE,
+    AuthoringError,
+    exercise_id,
+    is_proof,
+    split_regions,
+)
 from streamlab.paths import REPO_ROOT
 from streamlab.registry import Lab, labs
 from streamlab.registry import lab as registry_lab
@@ -38,49 +45,8 @@ from streamlab.registry import lab as registry_lab
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
 LABS_DIR = REPO_ROOT / "labs"
 
-EXERCISE_TAG = re.compile(r"^exercise-(\d+\.\d+)$")
-#: nbval's marker of a cell whose output is compared: the course's proof cells.
-PROOF_MARKER = "NBVAL_CHECK_OUTPUT"
-SETUP_TAG = "graded-setup"
-_BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION\s*$")
-_END = re.compile(r"^\s*# END SOLUTION\s*$")
-
-#: The message a stub raises; the grader reads "not started" from it.
-NOT_DONE = "exercise {id} is not done yet"
-NOT_DONE_PATTERN = re.compile(r"^exercise (\d+\.\d+) is not done yet")
-
 # Cell metadata that records a run, not the lesson.
 _VOLATILE_CELL_METADATA = ("execution", "collapsed", "scrolled", "ExecuteTime")
-
-
-class AuthoringError(ValueError):
-    """A solution notebook does not follow the conventions above."""
-
-
-def exercise_id(cell: nbformat.NotebookNode) -> str | None:
-    """The exercise a cell belongs to, from its ``exercise-N.M`` tag, or None."""
-    for tag in cell.get("metadata", {}).get("tags", []):
-        match = EXERCISE_TAG.match(tag)
-        if match:
-            return match.group(1)
-    return None
-
-
-def is_graded(cell: nbformat.NotebookNode) -> bool:
-    """True for the cells the grader runs: exercise cells and ``graded-setup`` cells."""
-    if cell.cell_type != "code":
-        return False
-    return exercise_id(cell) is not None or SETUP_TAG in cell.metadata.get("tags", [])
-
-
-def is_proof(cell: nbformat.NotebookNode) -> bool:
-    """True for a proof cell: a code cell with a ``# NBVAL_CHECK_OUTPUT`` comment line."""
-    if cell.cell_type != "code":
-        return False
-    return any(
-        line.strip().startswith("#") and line.strip().lstrip("#").strip() == PROOF_MARKER
-        for line in cell.source.splitlines()
-    )
 
 
 def strip_outputs(
@@ -119,11 +85,11 @@ def stub_source(source: str, exercise: str, title: str, where: str) -> str:
     a TODO comment with the exercise's title, where to ask for a hint, and the raise."""
     out: list[str] = []
     regions = 0
-    for kind, text in _split(source, where):
+    for kind, text in split_regions(source, where):
         if kind == "code":
             out.extend(text)
             continue
-        indent = _BEGIN.match(text[0]).group("indent")
+        indent = BEGIN.match(text[0]).group("indent")
         out.append(f"{indent}# TODO: exercise {exercise}, {title[0].lower()}{title[1:]}.")
         out.append(
             f"{indent}# Stuck? `nox -s hint -- {exercise}` shows a hint, one more each time."
@@ -133,40 +99,6 @@ def stub_source(source: str, exercise: str, title: str, where: str) -> str:
     if regions == 0:
         raise AuthoringError(f"{where}: exercise cell {exercise} has no '# BEGIN SOLUTION'")
     return "\n".join(out)
-
-
-def solution_regions(source: str, where: str = "cell") -> list[str]:
-    """The code between each ``# BEGIN SOLUTION`` and ``# END SOLUTION`` of ``source``."""
-    return ["\n".join(text[1:-1]) for kind, text in _split(source, where) if kind == "solution"]
-
-
-def _split(source: str, where: str) -> list[tuple[str, list[str]]]:
-    """``source`` as runs of ("code", lines) and ("solution", lines with both markers)."""
-    parts: list[tuple[str, list[str]]] = []
-    lines = source.splitlines()
-    i = 0
-    while i < len(lines):
-        if not _BEGIN.match(lines[i]):
-            if _END.match(lines[i]):
-                raise AuthoringError(f"{where}: '# END SOLUTION' without a BEGIN")
-            if not parts or parts[-1][0] != "code":
-                parts.append(("code", []))
-            parts[-1][1].append(lines[i])
-            i += 1
-            continue
-        end = next((j for j in range(i + 1, len(lines)) if _END.match(lines[j])), None)
-        if end is None:
-            raise AuthoringError(f"{where}: '# BEGIN SOLUTION' is never closed")
-        parts.append(("solution", lines[i : end + 1]))
-        i = end + 1
-    return parts
-
-
-def without_markers(source: str) -> str:
-    """The solved code as a reader should see it: the region markers removed."""
-    return "\n".join(
-        line for line in source.splitlines() if not (_BEGIN.match(line) or _END.match(line))
-    )
 
 
 def make_lab_notebook(solution: nbformat.NotebookNode, lab: Lab) -> nbformat.NotebookNode:

@@ -23,7 +23,7 @@ import textwrap
 import nbformat
 
 from streamlab import benchmarks, registry
-from streamlab.authoring import exercise_id, without_markers
+from streamlab.notebooks import exercise_id, without_markers
 from streamlab.paths import REPO_ROOT
 
 MARKER = "<!-- exercises -->"

@@ -20,17 +20,17 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import signal
 import sys
-import threading
 import uuid
 from pathlib import Path
 from types import ModuleType
 
-from streamlab.paths import REPO_ROOT
+from streamlab import processes
+from streamlab.solutions import SOLUTIONS_DIR, load_solution
 
-REFERENCE_LAB = REPO_ROOT / "solutions" / "05-restart-recovery" / "05-restart-recovery.ipynb"
-LAB04 = REPO_ROOT / "solutions" / "04-transform-with-state" / "04-transform-with-state.ipynb"
+#: Lab 04's solution notebook, for a caller that loads it under a module name of its own.
+LAB04 = SOLUTIONS_DIR / "04-transform-with-state" / "04-transform-with-state.ipynb"
+
 
 # The defaults below are what ``bench/batch_breakdown.py`` found to cut the time from a
 # heartbeat to its transition row on 2 cores; its results page has the figures.
@@ -48,18 +48,9 @@ DEFAULT_WRITER = "arrow"
 SESSION_CONF: dict[str, str] = {"spark.sql.shuffle.partitions": "1"}
 
 
-def _load(notebook: Path, module_name: str) -> ModuleType:
-    from streamlab.grading.loader import load_notebook
-
-    loaded = load_notebook(notebook, module_name=module_name)
-    if loaded.problems:
-        raise RuntimeError(f"the reference solution does not load: {loaded.problems[0].sentence()}")
-    return loaded.module
-
-
 def reference_solution() -> ModuleType:
     """Lab 05's graded cells, solved: ``CatchUpProcessor``, ``catch_up_changes``, schemas."""
-    return _load(REFERENCE_LAB, "streamlab_reference_lab05")
+    return load_solution("05")
 
 
 def lab04_solution() -> ModuleType:
@@ -68,7 +59,7 @@ def lab04_solution() -> ModuleType:
     The teaching step before lab 05: it judges silence by processing time, so a restart after
     a short downtime can report machines that never stopped as Unhealthy.
     """
-    return _load(LAB04, "streamlab_reference_lab04")
+    return load_solution("04")
 
 
 def parse_heartbeats(events, schema):
@@ -212,6 +203,23 @@ def start(
     )
 
 
+def command(connection_string: str, checkpoint: Path, output: Path, *extra: str) -> list[str]:
+    """The command line that runs this monitor in a process of its own (``extra``: more
+    options, such as ``--trigger``)."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlab.monitor",
+        "--connection-string",
+        connection_string,
+        "--checkpoint",
+        str(checkpoint),
+        "--output",
+        str(output),
+        *extra,
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m streamlab.monitor",
@@ -244,16 +252,10 @@ def main(argv: list[str] | None = None) -> int:
         max_events_per_trigger=args.max_events_per_trigger,
         lab=lab,
     )
-    stopping = threading.Event()
-
-    def _stop(signum, frame):
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stop = processes.stop_requested()
     print(f"monitor running: transitions in {args.output}", flush=True)
-    while not stopping.is_set() and query.isActive:
-        stopping.wait(0.5)
+    while not stop.wait(0.5) and query.isActive:
+        pass
     if query.isActive:
         query.stop()
         print("monitor stopped", flush=True)

@@ -173,7 +173,7 @@ def test_every_lab_in_the_registry_has_notebooks_checks_and_a_page():
 
 def test_a_lab_without_its_solution_notebook_is_an_error(tmp_path):
     (tmp_path / "course.toml").write_text(
-        '[[labs]]\nid = "09"\nslug = "ghost"\ntitle = "Ghost"\n'
+        'format_version = 1\n[[labs]]\nid = "09"\nslug = "ghost"\ntitle = "Ghost"\n'
         '[[labs.exercises]]\nid = "9.1"\ntitle = "T"\nhints = ["H", "I"]\n'
     )
     out = subprocess.run(

@@ -11,8 +11,8 @@ import markdown
 import nbformat
 import pytest
 
-from streamlab import hints, mkdocs_hooks, registry
-from streamlab.authoring import exercise_id, solution_regions
+from streamlab import hint_leaks, hints, mkdocs_hooks, registry
+from streamlab.notebooks import exercise_id, solution_regions
 from streamlab.paths import REPO_ROOT
 
 # Exercise 2.1's hint as it stood when it carried the answer.
@@ -38,7 +38,9 @@ def _solution(exercise: str) -> str:
 
 
 def test_every_hint_of_the_course_keeps_the_solution_to_itself():
-    found = {key: leaked for lab in registry.labs() for key, leaked in hints.lab_leaks(lab).items()}
+    found = {
+        key: leaked for lab in registry.labs() for key, leaked in hint_leaks.lab_leaks(lab).items()
+    }
     assert not found, "hints that repeat their solution: " + "; ".join(
         f"{key}: {', '.join(leaked)}" for key, leaked in found.items()
     )
@@ -46,13 +48,13 @@ def test_every_hint_of_the_course_keeps_the_solution_to_itself():
 
 def test_a_hint_that_repeats_the_call_chain_is_caught():
     assert 'F.window("event_time",size),"machine_name").agg(' in "".join(
-        hints.leaks(TELLING_HINT, _solution("2.1"))
+        hint_leaks.leaks(TELLING_HINT, _solution("2.1"))
     )
 
 
 def test_whitespace_and_quotes_do_not_hide_a_call_chain():
     solution = "return (\n    events\n    .groupBy('partitionKey')\n    .agg(F.max('x'))\n)"
-    assert hints.leaks('`events.groupBy("partitionKey").agg(...)`', solution)
+    assert hint_leaks.leaks('`events.groupBy("partitionKey").agg(...)`', solution)
 
 
 @pytest.mark.parametrize(
@@ -73,7 +75,7 @@ def test_a_literal_or_a_helper_name_of_the_solution_is_caught(hint, leaked):
         'spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")\n'
         'mode = "complete"'
     )
-    assert leaked in hints.leaks(hint, solution)
+    assert leaked in hint_leaks.leaks(hint, solution)
 
 
 @pytest.mark.parametrize(
@@ -87,15 +89,15 @@ def test_a_literal_or_a_helper_name_of_the_solution_is_caught(hint, leaked):
 )
 def test_plain_english_and_a_public_api_name_pass(hint):
     solution = _solution("2.1") + "\n" + _solution("4.4") + "\nsaved = 1\nmode = 'complete'"
-    assert hints.leaks(hint, solution) == []
+    assert hint_leaks.leaks(hint, solution) == []
 
 
 def test_what_the_notebook_already_shows_is_not_a_leak():
     solution = "rows = fleet_size * heartbeats_per_second * t / 1000"
     hint = "`rows = fleet_size * heartbeats_per_second * t / 1000` for each pair."
-    assert hints.leaks(hint, solution)
+    assert hint_leaks.leaks(hint, solution)
     assert (
-        hints.leaks(
+        hint_leaks.leaks(
             hint,
             solution,
             visible="- `rows = fleet_size × x`\n"
@@ -207,3 +209,28 @@ def test_the_lab_page_shows_every_tier_collapsed_in_order_with_code():
     assert page.find(titles[-1]) < page.find("<summary>Solution</summary>")
     assert page.count('<details class="tip">') == sum(len(e.hints) for e in lab.exercises)
     assert "<code>F.window</code>" in page and "`" not in page.split("<pre")[0]
+
+
+def test_the_learners_hint_command_imports_neither_markdown_nor_the_leak_check(course):
+    code = (
+        "import sys; from streamlab import hints; hints.next_hint('0.1'); "
+        "print(sorted(m for m in ('markdown', 'nbformat', 'streamlab.hint_leaks') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "STREAMLAB_ROOT": str(course)},
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_solution_anchor_is_the_one_markdown_gives_the_heading():
+    from markdown.extensions.toc import slugify
+
+    for lab in registry.labs():
+        for exercise in lab.exercises:
+            heading = hints._heading(lab, exercise)
+            assert hints.slugify(heading) == slugify(heading, "-"), heading

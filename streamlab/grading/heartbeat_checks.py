@@ -1,8 +1,9 @@
 """What the heartbeat checks share: the course's reference processor and a state-call meter.
 
-- :class:`ReferenceHeartbeatProcessor` is lab 04's ``LeanHeartbeatProcessor``, so that a check
-  of a later exercise (a query, a sink, a bucketed processor) is graded on that exercise alone,
-  never on the learner's lab 04.
+- ``ReferenceHeartbeatProcessor`` is lab 04's ``LeanHeartbeatProcessor``, loaded from the
+  solution notebook (:func:`streamlab.solutions.load_solution`), so that a check of a later
+  exercise (a query, a sink, a bucketed processor) is graded on that exercise alone, never on
+  the learner's lab 04.
 - :class:`Meter` counts the state calls a processor makes under ``TwsTester``: every call of a
   Python processor is a round trip to the JVM, and the cost exercises grade the count.
 """
@@ -14,12 +15,6 @@ from datetime import UTC, datetime
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
-
-INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
-STATUS_SCHEMA = (
-    "machine_name STRING, status STRING, previous_status STRING, last_status_change_time TIMESTAMP"
-)
-MACHINE_STATE = "status STRING, last_seen_ms LONG"
 
 _STATE_CALLS = (
     "get",
@@ -53,54 +48,14 @@ def epoch_ms(value) -> int | None:
     return round(value.timestamp() * 1000)
 
 
-class ReferenceHeartbeatProcessor(StatefulProcessor):
-    """Lab 04's LeanHeartbeatProcessor: one key per machine, two state calls per heartbeat."""
+def __getattr__(name: str):
+    # Loaded on first use: the solution notebook runs once per process, and only for the
+    # checks that need it.
+    if name == "ReferenceHeartbeatProcessor":
+        from streamlab.solutions import load_solution
 
-    def __init__(self, timeout_ms: int, retire_after_ms: int = 3_600_000):
-        self.timeout_ms = timeout_ms
-        self.retire_after_ms = retire_after_ms
-
-    def init(self, handle):
-        self.handle = handle
-        self.machine = handle.getValueState("machine", MACHINE_STATE)
-
-    def _row(self, key, status, previous, now):
-        return Row(
-            machine_name=key[0],
-            status=status,
-            previous_status=previous,
-            last_status_change_time=datetime.fromtimestamp(now / 1000, tz=UTC),
-        )
-
-    def handleInputRows(self, key, rows, timerValues):
-        now = timerValues.getCurrentProcessingTimeInMs()
-        saved = self.machine.get()
-        status = saved[0] if saved else None
-        if saved is None:
-            self.handle.registerTimer(now + self.timeout_ms)
-        elif status == UNHEALTHY:
-            self.handle.deleteTimer(saved[1] + self.retire_after_ms)
-            self.handle.registerTimer(now + self.timeout_ms)
-        new = INITIALIZING if saved is None else HEALTHY
-        self.machine.update((new, now))
-        if new != status:
-            yield self._row(key, new, status, now)
-
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        now = timerValues.getCurrentProcessingTimeInMs()
-        saved = self.machine.get()
-        if saved is None:
-            return
-        status, seen = saved
-        if status == UNHEALTHY:
-            self.machine.clear()
-            return
-        if now < seen + self.timeout_ms:
-            self.handle.registerTimer(seen + self.timeout_ms)
-            return
-        self.machine.update((UNHEALTHY, seen))
-        self.handle.registerTimer(seen + self.retire_after_ms)
-        yield self._row(key, UNHEALTHY, status, now)
+        return load_solution("04").LeanHeartbeatProcessor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Meter:

@@ -30,9 +30,10 @@ import pytest
 
 from streamlab import registry
 from streamlab.grading import events
+from streamlab.grading.events import EventKind
 from streamlab.grading.loader import CellProblem, LoadedNotebook, NotebookUnreadable, load_notebook
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT, time_limit
-from streamlab.grading.verdict import FAILED, CellFailed, CheckResult, verdict_for
+from streamlab.grading.verdict import FAILED, PASSED, CellFailed, CheckResult, verdict_for
 from streamlab.paths import REPO_ROOT
 from streamlab.spark_fixtures import checkpoint_dir, pytest_unconfigure, spark  # noqa: F401
 
@@ -69,6 +70,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="JSON: checks already graded and cells not to run again",
     )
+    group.addoption(
+        "--variants",
+        default=None,
+        help="JSON: variants of the lab's notebook to grade, each against its exercise's "
+        "checks, fast checks first, stopping at a variant's first failing check "
+        "(nox -s mutants)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -78,6 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _results_key = pytest.StashKey[list[CheckResult]]()
+_caught_key = pytest.StashKey[set[str]]()
 _notebooks_key = pytest.StashKey[dict[str, LoadedNotebook | NotebookUnreadable]]()
 
 
@@ -91,18 +100,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     wanted = set(config.getoption("exercise"))
     plan = _plan(config)
     done, given_up = set(plan.get("done", [])), set(plan.get("given_up", []))
+    if config.getoption("variants"):
+        items[:] = _variant_items(
+            config, [i for i in items if not wanted or _exercise_of(i) in wanted]
+        )
     keep, drop = [], []
     for item in items:
-        exercise_id = _exercise_marker(item).args[0]
+        exercise_id = _exercise_of(item)
         skipped = (
             (wanted and exercise_id not in wanted)
             or item.nodeid in done
-            or f"{lab_of(item)}:{exercise_id}" in given_up
+            or f"{unit_of(item)}:{exercise_id}" in given_up
         )
         (drop if skipped else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+_unit_key = pytest.StashKey[dict]()
+
+
+def _variant_items(config: pytest.Config, items: list[pytest.Item]) -> list[pytest.Item]:
+    """A copy of each check of a variant's exercise, per variant, checks without Spark first."""
+    variants = json.loads(Path(config.getoption("variants")).read_text())
+    by_exercise: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_exercise.setdefault(_exercise_of(item), []).append(item)
+    for checks in by_exercise.values():
+        checks.sort(key=lambda item: "spark" in getattr(item, "fixturenames", ()))
+    copies = []
+    for variant in variants:
+        for item in by_exercise.get(variant["exercise"], []):
+            copy = pytest.Function.from_parent(
+                item.parent,
+                name=f"{item.name}@{variant['unit']}",
+                callspec=getattr(item, "callspec", None),
+                callobj=item.obj,
+                fixtureinfo=item._fixtureinfo,
+                originalname=item.originalname,
+            )
+            copy.stash[_unit_key] = variant
+            copies.append(copy)
+    return copies
 
 
 def results(config: pytest.Config) -> list[CheckResult]:
@@ -115,6 +155,16 @@ def lab_of(item: pytest.Item) -> str:
     if not match:
         raise pytest.UsageError(f"{item.path.name}: check files are named test_<ID>_<slug>.py")
     return match.group(1)
+
+
+def unit_of(item: pytest.Item) -> str:
+    """What a check grades: its lab (``04``), or a variant of its solution (``m12``, nox -s mutants)."""
+    variant = item.stash.get(_unit_key, None)
+    return variant["unit"] if variant else lab_of(item)
+
+
+def _exercise_of(item: pytest.Item) -> str:
+    return _exercise_marker(item).args[0]
 
 
 def _exercise_marker(item: pytest.Item) -> pytest.Mark:
@@ -136,38 +186,59 @@ def _cap(config: pytest.Config, limit: float) -> float:
 
 def _notebook_for(item: pytest.Item) -> LoadedNotebook:
     lab = registry.lab(lab_of(item))
+    unit = unit_of(item)
+    variant = item.stash.get(_unit_key, None)
     cache = item.config.stash[_notebooks_key]
-    if lab.id not in cache:
-        known = _plan(item.config).get("cells", {}).get(lab.id, {})
+    if unit not in cache:
+        if variant:
+            cache.clear()  # one variant at a time: the ones before it are graded
+        known = _plan(item.config).get("cells", {}).get(unit, {})
         skip = {int(n): CellProblem(**fields) for n, fields in known.items()}
+        folder = Path(variant["folder"]) if variant else notebooks_dir(item.config)
 
-        def on_cell(exercise_id: str | None, number: int) -> None:
-            events.emit("cell", lab=lab.id, exercise=exercise_id, cell=number)
+        def on_cell(exercise_id: str | None, number: int, line: str) -> None:
+            events.emit(EventKind.CELL, lab=unit, exercise=exercise_id, cell=number, line=line)
 
         try:
-            cache[lab.id] = load_notebook(
-                lab.notebook(notebooks_dir(item.config)),
+            cache[unit] = load_notebook(
+                lab.notebook(folder),
                 expected=[e.id for e in lab.exercises],
                 skip=skip,
                 on_cell=on_cell,
                 cell_time_limit=item.config.getoption("max_check_seconds") or CELL_TIME_LIMIT,
             )
         except NotebookUnreadable as error:
-            cache[lab.id] = error
-            events.emit("lab-error", lab=lab.id, message=str(error))
+            cache[unit] = error
+            events.emit(EventKind.LAB_ERROR, lab=unit, message=str(error))
         else:
-            events.emit("cells", lab=lab.id, cells=cache[lab.id].cells)
-    loaded = cache[lab.id]
+            events.emit(
+                EventKind.CELLS,
+                lab=unit,
+                cells=cache[unit].cells,
+                first_lines=cache[unit].first_lines,
+                fingerprint=cache[unit].fingerprint,
+            )
+    loaded = cache[unit]
     if isinstance(loaded, NotebookUnreadable):
         raise loaded
     return loaded
 
 
+class _Caught(Exception):
+    """A variant already failed one of its checks: its other checks need not run."""
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Before any fixture: a check whose cells did not run stops here, without starting Spark.
-    exercise_id = _exercise_marker(item).args[0]
-    events.emit("phase", lab=lab_of(item), exercise=exercise_id, check=item.nodeid, phase="setup")
+    exercise_id = _exercise_of(item)
+    if item.stash.get(_unit_key, None):
+        caught = item.config.stash.setdefault(_caught_key, set())
+        if unit_of(item) in caught | set(_plan(item.config).get("failed", [])):
+            raise _Caught
+    events.emit(
+        EventKind.PHASE, lab=unit_of(item), exercise=exercise_id, check=item.nodeid, phase="setup"
+    )
     problem = _notebook_for(item).problem_for(exercise_id)
     if problem:
         raise CellFailed(problem)
@@ -175,9 +246,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     events.emit(
-        "phase",
-        lab=lab_of(item),
-        exercise=_exercise_marker(item).args[0],
+        EventKind.PHASE,
+        lab=unit_of(item),
+        exercise=_exercise_of(item),
         check=item.nodeid,
         phase="teardown",
     )
@@ -194,8 +265,8 @@ def pytest_runtest_call(item: pytest.Item):
     marker = _exercise_marker(item)
     limit = _cap(item.config, marker.kwargs.get("timeout", DEFAULT_TIMEOUT))
     events.emit(
-        "phase",
-        lab=lab_of(item),
+        EventKind.PHASE,
+        lab=unit_of(item),
         exercise=marker.args[0],
         check=item.nodeid,
         phase="call",
@@ -215,17 +286,22 @@ def pytest_runtest_call(item: pytest.Item):
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     failed_setup = call.when == "setup" and call.excinfo is not None
+    if failed_setup and call.excinfo.errisinstance(_Caught):
+        return report
     if call.when == "call" or failed_setup:
         error = call.excinfo.value if call.excinfo else None
-        exercise_id = _exercise_marker(item).args[0]
+        exercise_id = _exercise_of(item)
         verdict = verdict_for(error, exercise_id)
         check_hint = _exercise_marker(item).kwargs.get("hint", "")
         if verdict.status == FAILED and check_hint and not verdict.hint:
             verdict = dataclasses.replace(verdict, hint=check_hint)
-        results(item.config).append(CheckResult(lab_of(item), exercise_id, item.name, verdict))
+        unit = unit_of(item)
+        results(item.config).append(CheckResult(unit, exercise_id, item.name, verdict))
+        if verdict.status != PASSED and item.stash.get(_unit_key, None):
+            item.config.stash.setdefault(_caught_key, set()).add(unit)
         events.emit(
-            "result",
-            lab=lab_of(item),
+            EventKind.RESULT,
+            lab=unit,
             exercise=exercise_id,
             check=item.nodeid,
             status=verdict.status,
@@ -233,6 +309,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             expected=verdict.expected,
             actual=verdict.actual,
             hint=verdict.hint,
+            diff=verdict.diff,
         )
         if verdict.message:
             report.sections.append(("grade", verdict.message))
