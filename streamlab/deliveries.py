@@ -74,17 +74,35 @@ class Batch:
 
 
 def _plain(df: DataFrame) -> list[dict]:
-    """Rows as dicts, timestamps as the text Spark writes in the session's time zone."""
+    """Rows as dicts, timestamps (nested ones too) as the text Spark writes in the session's
+    time zone."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import TimestampType
 
-    columns = [
-        F.col(f.name).cast("string").alias(f.name)
-        if isinstance(f.dataType, TimestampType)
-        else F.col(f.name)
-        for f in df.schema.fields
-    ]
+    columns = []
+    for f in df.schema.fields:
+        text = _timestamps_as_text(f.dataType)
+        columns.append(
+            F.col(f.name).cast(text).alias(f.name) if text != f.dataType else F.col(f.name)
+        )
     return [row.asDict(recursive=True) for row in df.select(*columns).collect()]
+
+
+def _timestamps_as_text(data_type):
+    """``data_type`` with every timestamp in it, at any depth, a string."""
+    from pyspark.sql.types import ArrayType, StringType, StructField, StructType, TimestampType
+
+    if isinstance(data_type, TimestampType):
+        return StringType()
+    if isinstance(data_type, StructType):
+        return StructType(
+            [
+                StructField(f.name, _timestamps_as_text(f.dataType), f.nullable)
+                for f in data_type.fields
+            ]
+        )
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_timestamps_as_text(data_type.elementType), data_type.containsNull)
+    return data_type
 
 
 def batches_of(query: StreamingQuery, emitted: dict[int, list[dict]]) -> list[Batch]:
