@@ -1311,7 +1311,7 @@ def test_what_a_checkpoint_pins(nb, spark, tmp_path):
         [other, field, field_avro],
         "[OTHER_SETTINGS, ONE_MORE_FIELD, ONE_MORE_FIELD_AVRO], as Spark ran the three restarts "
         "with the course's lab 04 processor.",
-        hint="What offsets/N records wins over the session, without a word. The state's schema "
+        hint="What offsets/N records wins over the session, without an error. The state's schema "
         "is checked against the recorded one at every start; how strictly depends on the "
         "encoding the checkpoint pinned.",
     )

@@ -34,6 +34,7 @@ from streamlab.grading.heartbeat_checks import (
     ReferenceHeartbeatProcessor,
     status_tuples,
 )
+from streamlab.tws_batches import register_timer
 
 # Spark's Python workers cannot import this file: send what it defines by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -940,8 +941,7 @@ def test_a_recovering_machine_in_a_silent_bucket_gets_a_timer(nb):
     fleet = Buckets(yours_inputs(nb), retire_after_ms=30_000)
     tester = fleet.tester
     tester.updateValueState("bucket", 0, (["m1"], [UNHEALTHY], [2_000], 32_000))
-    tester.handle.setGroupingKey(0)
-    tester.handle.registerTimer(32_000)
+    register_timer(tester, 0, 32_000)
     fleet.at(10_000)
     rows = fleet.beat("m1")
     expect_equal(

@@ -674,8 +674,8 @@ def test_alerts_are_the_anomalies_as_json(nb, spark):
 @exercise(
     "7.5",
     timeout=90,
-    hint="A watermark makes Spark drop rows older than it in any stateful operator, a "
-    "de-duplication included: the alerts need neither.",
+    hint="A watermark makes a de-duplication drop the rows older than it, and an aggregation "
+    "those whose window it closed: the alerts need neither.",
 )
 def test_alerts_come_at_once_without_state(nb, spark, tmp_path, checkpoint_dir):
     folder, output = tmp_path / "readings", tmp_path / "alerts"

@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 
+from streamlab.tws_batches import pending_timers
+
 _STATE_CALLS = (
     "get",
     "exists",
@@ -196,4 +198,4 @@ class ProcessorStory:
         )
 
     def timers(self, key) -> list[int]:
-        return list(self.tester.handle._timers.listTimers(key))
+        return pending_timers(self.tester, key)
