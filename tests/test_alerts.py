@@ -287,4 +287,3 @@ def test_a_failed_send_is_kept_not_raised():
 
     listener.onQueryProgress(Event())
     assert listener.errors == ["ConnectionError: hub unreachable"] and listener.reports == 1
-

@@ -140,4 +140,9 @@ def test_a_running_query_reports_its_backlog_until_it_has_caught_up(
     finally:
         query.stop()
     assert _backlogs(query)[-1] == ZERO
-    assert offsets(query.lastProgress["sources"][0]["endOffset"]) == {"0": 7, "1": 3, "2": 0, "3": 2}
+    assert offsets(query.lastProgress["sources"][0]["endOffset"]) == {
+        "0": 7,
+        "1": 3,
+        "2": 0,
+        "3": 2,
+    }
