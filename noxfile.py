@@ -173,6 +173,7 @@ BENCHMARKS = [
     "state_machine",
     "fleet_capacity",
     "state_store",
+    "state_value_size",
     "restart_recovery",
     "learner_loop",
     "delta_sink",
@@ -217,5 +218,10 @@ def clean(session: nox.Session) -> None:
 @nox.session
 def mutants(session: nox.Session) -> None:
     """Do the checks catch wrong solutions? `nox -s mutants -- 04` (`--exercise 4.2`: one)."""
-    env = course_env(session)
-    run(session, "python", "-m", "streamlab.mutants", *session.posargs, env=env)
+    run_module(session, "streamlab.mutants")
+
+
+@nox.session
+def reset(session: nox.Session) -> None:
+    """Put an exercise's stub back (`nox -s reset -- 4.2`, or a lab: `-- 04`); yours is kept beside it."""
+    run_module(session, "streamlab.grading.reset")

@@ -38,10 +38,11 @@ __all__ = ["REPO_ROOT", "JavaNotFoundError", "spark_session", "stop_spark_sessio
 
 
 def load_ipython_extension(ipython) -> None:
-    """``%load_ext streamlab``: the ``%check`` magic (:mod:`streamlab.grading.magic`)."""
+    """``%load_ext streamlab``: record cell runs, and ``%check`` (imported when first used)."""
     from streamlab.grading.cell_history import install
 
     install(ipython)
+    ipython.magics_manager.register_lazy("check", "streamlab.grading.magic:CheckMagics", "line")
 
 
 def _register_in_ipython() -> None:
