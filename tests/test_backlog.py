@@ -6,6 +6,7 @@ import json
 
 import pytest
 from eventhub_clients import send
+from heartbeat_queries import start_reading
 
 from streamlab.eventhubs.options import parse_options
 from streamlab.eventhubs.source import EventHubsStreamReader
@@ -94,18 +95,7 @@ def _backlogs(query) -> list[dict[str, int]]:
 def test_available_now_reports_exactly_the_events_left_after_each_batch(spark, hub, tmp_path):
     send(hub.connection_string, [f"a{i}" for i in range(7)], partition_id="0")
     send(hub.connection_string, [f"b{i}" for i in range(3)], partition_id="1")
-    query = (
-        spark.readStream.format("eventhubs")
-        .option("connectionString", hub.connection_string)
-        .option("eventHubName", "heartbeats")
-        .option("startingPosition", "earliest")
-        .option("maxEventsPerTrigger", 4)
-        .load()
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = start_reading(spark, hub, tmp_path / "ckpt", trigger={"availableNow": True})
     query.awaitTermination(300)
     assert _backlogs(query) == EXPECTED
     last = as_dict(query.lastProgress)["sources"][0]
@@ -118,18 +108,12 @@ def test_a_running_query_reports_its_backlog_until_it_has_caught_up(
 ):
     send(hub.connection_string, [f"a{i}" for i in range(7)], partition_id="0")
     send(hub.connection_string, [f"b{i}" for i in range(3)], partition_id="1")
-    query = (
-        spark.readStream.format("eventhubs")
-        .option("connectionString", hub.connection_string)
-        .option("eventHubName", "heartbeats")
-        .option("startingPosition", "earliest")
-        .option("maxEventsPerTrigger", 4)
-        .option("receiveOn", receive_on)
-        .load()
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(processingTime="100 milliseconds")
-        .start()
+    query = start_reading(
+        spark,
+        hub,
+        tmp_path / "ckpt",
+        trigger={"processingTime": "100 milliseconds"},
+        receiveOn=receive_on,
     )
     try:
         query.processAllAvailable()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from eventhub_clients import send, wait_for
+from heartbeat_queries import start_reading
 
-from streamlab.alerts import Alert
+from streamlab.alerts import DROPPED_BY_WATERMARK, Alert, AlertListener, Thresholds
 from streamlab.hub import Hub
 from streamlab.widgets import AlertFeed, BacklogMeter
 
@@ -41,17 +42,8 @@ def test_the_meter_says_why_when_the_source_tells_no_backlog():
 
 def test_the_meter_follows_a_running_query_until_it_has_caught_up(spark, hub, tmp_path):
     send(hub.connection_string, [f"a{i}" for i in range(9)], partition_id="2")
-    query = (
-        spark.readStream.format("eventhubs")
-        .option("connectionString", hub.connection_string)
-        .option("eventHubName", "heartbeats")
-        .option("startingPosition", "earliest")
-        .option("maxEventsPerTrigger", 4)
-        .load()
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
+    query = start_reading(
+        spark, hub, tmp_path / "ckpt", trigger={"processingTime": "200 milliseconds"}
     )
     meter = BacklogMeter()
     meter.follow(query, interval=0.05)
@@ -78,6 +70,25 @@ def test_the_feed_shows_alerts_newest_first_and_escaped():
     html = feed.widget.value
     assert html.index("slow_batches") < html.index("state_growing")
     assert "&lt;now&gt;" in html and "<now>" not in html
+
+
+def test_a_listener_shows_its_alerts_on_a_feed_without_a_hub():
+    feed = AlertFeed()
+    listener = AlertListener(Thresholds(dropped_batches=1), send=feed.add)
+
+    class Event:
+        progress = {
+            "id": "id-monitor",
+            "name": "monitor",
+            "batchId": 0,
+            "numInputRows": 2,
+            "stateOperators": [{"numRowsTotal": 1, "numRowsDroppedByWatermark": 1}],
+        }
+
+    listener.onQueryProgress(Event())
+    assert listener.errors == []
+    assert [(a.rule, a.query) for a in feed.alerts] == [(DROPPED_BY_WATERMARK, "monitor")]
+    assert 'data-rule="dropped_by_watermark"' in feed.widget.value
 
 
 def test_the_feed_follows_the_alerts_hub_and_ignores_what_is_not_an_alert(tmp_path):
