@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from eventhub_clients import send
+from eventhub_clients import send, wait_for
 from heartbeat_queries import start_reading
 
 from streamlab.eventhubs.options import parse_options
@@ -92,6 +92,10 @@ def _backlogs(query) -> list[dict[str, int]]:
     return [backlog(p) for p in query.recentProgress if p["numInputRows"] > 0]
 
 
+def _ends(query) -> list[dict[str, int]]:
+    return [offsets(p["sources"][0]["endOffset"]) for p in query.recentProgress]
+
+
 def test_available_now_reports_exactly_the_events_left_after_each_batch(spark, hub, tmp_path):
     send(hub.connection_string, [f"a{i}" for i in range(7)], partition_id="0")
     send(hub.connection_string, [f"b{i}" for i in range(3)], partition_id="1")
@@ -120,13 +124,11 @@ def test_a_running_query_reports_its_backlog_until_it_has_caught_up(
         assert _backlogs(query) == EXPECTED
         # New events while it runs: the next batch reads them, and says it is level again.
         send(hub.connection_string, [f"c{i}" for i in range(2)], partition_id="3")
+        # With receiveOn=driver the source knows of them once its receiver has them, a moment
+        # after the send: processAllAvailable alone could return before that.
+        wait_for(lambda: _ends(query)[-1]["3"] == 2, what="a batch that reads the new events")
         query.processAllAvailable()
     finally:
         query.stop()
     assert _backlogs(query)[-1] == ZERO
-    assert offsets(query.lastProgress["sources"][0]["endOffset"]) == {
-        "0": 7,
-        "1": 3,
-        "2": 0,
-        "3": 2,
-    }
+    assert _ends(query)[-1] == {"0": 7, "1": 3, "2": 0, "3": 2}
