@@ -6,9 +6,10 @@
   green Healthy, red Unhealthy), a log of transitions and how late the board saw them; fed
   from a memory-sink table or from the ``status`` event hub, in a background thread.
 - :class:`BacklogMeter`: events behind per partition of a query's ``eventhubs`` source.
-- :class:`AlertFeed`: the alerts of :mod:`streamlab.alerts`, from the ``alerts`` event hub.
+- :class:`AlertFeed`: the alerts of :mod:`streamlab.alerts`, from a listener or the ``alerts``
+  event hub.
 
-Neither blocks the kernel::
+None blocks the kernel::
 
     panel = ProducerPanel(fleet); display(panel)
     board = StatusBoard(fleet=fleet); display(board)
