@@ -137,6 +137,7 @@ def spark_session(
     app_name: str = "streamlab",
     conf: dict[str, str] | None = None,
     remote: str | None = None,
+    ui: bool = False,
 ) -> SparkSession:
     """Return the process's shared SparkSession, starting it on the first call.
 
@@ -151,6 +152,9 @@ def spark_session(
     streamlab.connect`` starts one): the session is a Connect client, and this process starts
     no JVM.
 
+    ``ui=True`` starts Spark's web UI (off otherwise) on a free port of 127.0.0.1 and prints
+    its address; like ``conf``, it only matters on the call that starts the session.
+
     >>> spark = spark_session()                                  # doctest: +SKIP
     >>> spark.conf.get("spark.sql.streaming.stateStore.providerClass")  # doctest: +SKIP
     'org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider'
@@ -160,16 +164,21 @@ def spark_session(
     # An explicit master (the checks ask for local[2]) outranks the environment's server.
     remote = remote or (None if master else os.environ.get(REMOTE_ENV))
     if remote:
+        if ui:
+            print(f"The web UI of a Spark Connect session is its server's ({remote}).")
         return _connect_session(remote, conf)
     active = SparkSession.getActiveSession()
     if active is not None:
+        if ui:
+            _say_ui(active)
         return active
     check_java()
     master = master or os.environ.get(MASTER_ENV, "local[*]")
     os.environ["PYSPARK_PYTHON"] = _worker_python(master)
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **_driver_conf(master), **(conf or {})}.items():
+    settings = {**DEFAULT_CONF, **_driver_conf(master), **(_ui_conf(master) if ui else {})}
+    for key, value in {**settings, **(conf or {})}.items():
         builder = builder.config(key, value)
     with _output_to(LOG_FILE):
         spark = builder.getOrCreate()
@@ -177,7 +186,38 @@ def spark_session(
     from streamlab.eventhubs import register
 
     register(spark)
+    if ui:
+        _say_ui(spark)
     return spark
+
+
+def _ui_conf(master: str) -> dict[str, str]:
+    """The web UI on a free port; for a local master, listening on 127.0.0.1 only.
+
+    The UI listens on every interface unless ``SPARK_LOCAL_IP`` names one (the JVM reads it
+    when it starts; for a local master, whose driver is the whole of Spark, loopback is enough).
+    """
+    import socket
+
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return {"spark.ui.enabled": "true", "spark.ui.port": str(port)}
+
+
+def _say_ui(spark: SparkSession) -> None:
+    from streamlab.spark_ui import address
+
+    url = address(spark)
+    if url is None:
+        print(
+            "This session started without its web UI: restart the kernel and call "
+            "streamlab.spark_session(ui=True) before anything else starts Spark."
+        )
+    else:
+        print(f"Spark UI: {url}  (Structured Streaming tab: {url}/StreamingQuery/)")
 
 
 def _worker_python(master: str) -> str:

@@ -34,6 +34,12 @@ to read" (the reference heartbeat monitor does):
   gave when it was planned.
 - ``maxEventsPerTrigger`` never starves a partition: every partition with events to read gets
   at least one in every batch, even if that takes the batch a few events over the limit.
+- Every progress report carries, next to the batch's ``endOffset``, the source's
+  ``latestOffset``: per partition, one past the newest event the source knew of when it planned
+  the batch (the ends above; nothing is asked of the hub for it). ``latestOffset`` minus
+  ``endOffset`` is what a partition holds beyond the batch (:func:`streamlab.progress.backlog`).
+  With ``receiveOn=driver`` that is what the receivers have received: it trails the hub only
+  while receiving itself falls behind, which the hub's ends at a (re)start make up for.
 - With ``.option("systemProperties", "true")`` each row also carries a ``systemProperties``
   map (as the classic connector's column): ``lastEnqueuedSequenceNumber`` is the newest
   sequence number the source knew the partition to hold when it planned the batch. A batch
@@ -234,6 +240,12 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     @property
     def _on_executors(self) -> bool:
         return self.options.receive_on == "executors"
+
+    def reportLatestOffset(self) -> dict | None:
+        # Spark calls this right after latestOffset, every trigger, for the progress report's
+        # latestOffset: the ends that call just worked out, before the read limit. No call to
+        # the hub of its own: the backlog costs nothing.
+        return dict(self._known_end) or None
 
     def partitions(self, start: dict, end: dict) -> list[EventsPartition | RangePartition]:
         if self.options.system_properties and any(p not in self._known_end for p in end):

@@ -5,8 +5,11 @@
 - :class:`StatusBoard`: one coloured badge per machine (grey unknown, blue Initializing,
   green Healthy, red Unhealthy), a log of transitions and how late the board saw them; fed
   from a memory-sink table or from the ``status`` event hub, in a background thread.
+- :class:`BacklogMeter`: events behind per partition of a query's ``eventhubs`` source.
+- :class:`AlertFeed`: the alerts of :mod:`streamlab.alerts`, from a listener or the ``alerts``
+  event hub.
 
-Neither blocks the kernel::
+None blocks the kernel::
 
     panel = ProducerPanel(fleet); display(panel)
     board = StatusBoard(fleet=fleet); display(board)
@@ -15,7 +18,17 @@ Neither blocks the kernel::
     board.stop(); panel.close()
 """
 
+from streamlab.widgets.alerts import AlertFeed
+from streamlab.widgets.backlog import BacklogMeter
 from streamlab.widgets.board import COLOURS, StatusBoard, Transition
 from streamlab.widgets.producers import ProducerPanel, ProducerRow
 
-__all__ = ["COLOURS", "ProducerPanel", "ProducerRow", "StatusBoard", "Transition"]
+__all__ = [
+    "COLOURS",
+    "AlertFeed",
+    "BacklogMeter",
+    "ProducerPanel",
+    "ProducerRow",
+    "StatusBoard",
+    "Transition",
+]
