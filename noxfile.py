@@ -181,6 +181,7 @@ BENCHMARKS = [
     "batch_breakdown",
     "batch_floor",
     "cluster_ingest",
+    "mapstate",
 ]
 
 

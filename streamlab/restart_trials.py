@@ -134,19 +134,29 @@ def error_class(error: BaseException) -> str:
     """``CLASS: first sentence`` of the innermost error class in Spark's message.
 
     Spark wraps a query's failure (``[STREAM_FAILED] ... terminated with exception: [...]``);
-    the innermost class is the one that says why. A message without a class gives its first
-    line, after the wrapper's.
+    the innermost class is the one that says why. An error raised in a Python worker
+    (``PYTHON_EXCEPTION``, or ``FOREACH_BATCH_USER_FUNCTION_ERROR`` around it) is named by the
+    JVM exception its traceback reports, when there is one. A message without a class gives
+    its first line, after the wrapper's.
     """
     text = str(error)
     found = list(re.finditer(r"\[([A-Z][A-Z0-9_.]{5,})\] ", text))
     if not found:
         return text.splitlines()[0] if text else type(error).__name__
     inner = found[-1]
+    if inner.group(1) in _FROM_PYTHON:
+        jvm = list(_JVM_EXCEPTION.finditer(text, inner.end()))
+        if jvm:
+            return f"{jvm[-1].group(1)}: {jvm[-1].group(2).strip()}"
     sentence = text[inner.end() :].splitlines()[0].split(" SQLSTATE")[0]
     if inner.group(1) == "STREAM_FAILED":
-        sentence = sentence.split("terminated with exception: ", 1)[-1]
-        return sentence
+        return sentence.split("terminated with exception: ", 1)[-1]
     return f"{inner.group(1)}: {sentence}"
+
+
+_FROM_PYTHON = ("PYTHON_EXCEPTION", "FOREACH_BATCH_USER_FUNCTION_ERROR")
+#: ``org.apache.spark.sql.avro.IncompatibleSchemaException: message`` in a worker's traceback.
+_JVM_EXCEPTION = re.compile(r"\b(?:org|java)\.(?:\w+\.)+([A-Z]\w*(?:Exception|Error)): ([^\n]*)")
 
 
 def batches(folder: Path) -> list[int]:

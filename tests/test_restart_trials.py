@@ -46,6 +46,19 @@ def test_a_failure_without_a_class_gives_what_the_wrapper_says():
     assert error_class(ValueError("plain words\nsecond line")) == "plain words"
 
 
+def test_an_error_in_a_python_worker_is_named_by_the_jvm_exception_it_reports():
+    text = (
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: [PYTHON_EXCEPTION] An exception "
+        'was thrown from the Python worker: Traceback (most recent call last):\n  File "x.py"\n'
+        "pyspark.errors.exceptions.base.PySparkRuntimeError: Error initializing value state: "
+        "org.apache.spark.sql.avro.IncompatibleSchemaException: Cannot convert Avro type int to "
+        "SQL type STRUCT<a: SMALLINT>.\n"
+    )
+    assert error_class(RuntimeError(text)) == (
+        "IncompatibleSchemaException: Cannot convert Avro type int to SQL type STRUCT<a: SMALLINT>."
+    )
+
+
 def test_an_outcome_says_whether_the_change_took():
     asked = {"spark.sql.shuffle.partitions": "4"}
     assert Trial("x", False, "E: no").outcome == REFUSED
