@@ -122,6 +122,31 @@ def _declared(processor) -> _Recorder:
     return recorder
 
 
+class _Writes:
+    """Which state variables a processor writes, on a TwsTester (by variable name)."""
+
+    WRITES = ("update", "put", "appendValue", "appendList", "updateValue")
+
+    def __init__(self, tester: TwsTester):
+        self.written: set[str] = set()
+        for group in (
+            tester.handle.value_states,
+            tester.handle.list_states,
+            tester.handle.map_states,
+        ):
+            for name, state in group.items():
+                for method in self.WRITES:
+                    if hasattr(state, method):
+                        setattr(state, method, self._noting(name, getattr(state, method)))
+
+    def _noting(self, name, method):
+        def noted(*args, **kwargs):
+            self.written.add(name)
+            return method(*args, **kwargs)
+
+        return noted
+
+
 # --- 10.2 · the last gaps between a machine's heartbeats ----------------------------------------
 
 
@@ -222,6 +247,15 @@ def test_gaps_first_heartbeat_and_late_ones(nb):
         [(2000,)],
         "m2's stored gaps after the three batches.",
     )
+    writes = _Writes(tester)
+    tester.test("m2", [_row("m2", 11.0), _row("m2", 12.0)])
+    expect_equal(
+        sorted(writes.written),
+        [],
+        "A batch of m2's late (11 s) and repeated (12 s) heartbeats counts nothing, so it writes "
+        "nothing: not even the same values again, which would restart their TTL. Written:",
+        hint="Write the state only when a heartbeat counted.",
+    )
 
 
 @exercise("10.2")
@@ -256,31 +290,6 @@ def _gaps_v2(row) -> tuple:
         "GapsProcessorV2's rows should have the fields of GAPS_V2, in order.",
     )
     return row.machine_name, row.heartbeats, list(row.gaps), row.longest
-
-
-class _Writes:
-    """Which state variables a processor writes, on a TwsTester (by variable name)."""
-
-    WRITES = ("update", "put", "appendValue", "appendList", "updateValue")
-
-    def __init__(self, tester: TwsTester):
-        self.written: set[str] = set()
-        for group in (
-            tester.handle.value_states,
-            tester.handle.list_states,
-            tester.handle.map_states,
-        ):
-            for name, state in group.items():
-                for method in self.WRITES:
-                    if hasattr(state, method):
-                        setattr(state, method, self._noting(name, getattr(state, method)))
-
-    def _noting(self, name, method):
-        def noted(*args, **kwargs):
-            self.written.add(name)
-            return method(*args, **kwargs)
-
-        return noted
 
 
 def _upgraded(nb, keep=5, ttl_ms=3_000) -> TwsTester:
@@ -405,6 +414,14 @@ def _facts(rows) -> list[tuple]:
         )
         for r in rows
     )
+
+
+def _after_start(rows) -> list[tuple]:
+    """_facts with the times in ms after START."""
+    return [
+        (m, was, now, at - START_MS, noticed - START_MS)
+        for m, was, now, at, noticed in _facts(rows)
+    ]
 
 
 def _story(processor, batches_: list[tuple[int, dict]]) -> tuple[TwsTester, Meter, list]:
@@ -654,7 +671,7 @@ def test_migration_reports_the_machines_that_stopped(nb):
     for s in range(100, 121):
         out += _spark_batch(tester, START_MS + s * 1000 + 500, {"0": _fleet(["p1"], s)})
     expect_equal(
-        [tuple(x - START_MS if isinstance(x, int) else x for x in f) for f in _facts(out)],
+        _after_start(out),
         [
             ("p2", HEALTHY, UNHEALTHY, 103_000, 103_500),
             ("p3", HEALTHY, UNHEALTHY, 102_000, 102_500),
@@ -685,7 +702,7 @@ def test_migration_timer_is_never_in_the_past(nb):
     )
     out = _spark_batch(tester, START_MS + 100_500, {})
     expect_equal(
-        [tuple(x - START_MS if isinstance(x, int) else x for x in f) for f in _facts(out)],
+        _after_start(out),
         [("late", HEALTHY, UNHEALTHY, 95_000, 100_500)],
         "The next batch (100.5 s, no rows): transitions as (machine, previous, status, changed "
         "at, noticed at, ms after START).",
