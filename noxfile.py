@@ -62,32 +62,33 @@ def run(session: nox.Session, *args: str, env: dict[str, str], **kwargs) -> None
     session.run(program, *args[1:], env=env, external=True, **kwargs)
 
 
+def run_module(session: nox.Session, module: str) -> None:
+    """Run ``python -m module`` from the course environment with the session's arguments."""
+    run(session, "python", "-m", module, *session.posargs, env=course_env(session))
+
+
 @nox.session
 def lab(session: nox.Session) -> None:
     """Start JupyterLab on the labs (Ctrl-C stops it)."""
-    env = course_env(session)
-    run(session, "python", "-m", "streamlab.lab_launcher", *session.posargs, env=env)
+    run_module(session, "streamlab.lab_launcher")
 
 
 @nox.session
 def demo(session: nox.Session) -> None:
     """The heartbeat monitor end to end in the terminal: hub, producers, Spark (Ctrl-C stops)."""
-    env = course_env(session)
-    run(session, "python", "-m", "streamlab.demo", *session.posargs, env=env)
+    run_module(session, "streamlab.demo")
 
 
 @nox.session
 def cluster(session: nox.Session) -> None:
     """A Spark standalone master and two workers on this machine (`-- --workers 3`); Ctrl-C stops."""
-    env = course_env(session)
-    run(session, "python", "-m", "streamlab.cluster", *session.posargs, env=env)
+    run_module(session, "streamlab.cluster")
 
 
 @nox.session
 def connect(session: nox.Session) -> None:
     """A Spark Connect server with the course's settings on sc://127.0.0.1:15002; Ctrl-C stops."""
-    env = course_env(session)
-    run(session, "python", "-m", "streamlab.connect", *session.posargs, env=env)
+    run_module(session, "streamlab.connect")
 
 
 @nox.session
@@ -109,22 +110,19 @@ def check(session: nox.Session) -> None:
 @nox.session
 def hint(session: nox.Session) -> None:
     """The next hint of an exercise, one tier more each time: `nox -s hint -- 2.1`."""
-    env = course_env(session)
-    run(session, "python", "-m", "streamlab.hints", *session.posargs, env=env)
+    run_module(session, "streamlab.hints")
 
 
 @nox.session
 def watch(session: nox.Session) -> None:
     """Regrade a lab each time its notebook is saved: `nox -s watch -- 04`; Ctrl-C stops."""
-    env = course_env(session)
-    run(session, "python", "-m", "streamlab.grading.watch", *session.posargs, env=env)
+    run_module(session, "streamlab.grading.watch")
 
 
 @nox.session
 def author(session: nox.Session) -> None:
     """Regenerate labs/ from solutions/ and strip notebook outputs."""
-    env = course_env(session)
-    run(session, "python", "-m", "streamlab.authoring", *session.posargs, env=env)
+    run_module(session, "streamlab.authoring")
 
 
 @nox.session
@@ -175,6 +173,7 @@ BENCHMARKS = [
     "state_machine",
     "fleet_capacity",
     "state_store",
+    "state_value_size",
     "restart_recovery",
     "learner_loop",
     "delta_sink",
@@ -220,5 +219,10 @@ def clean(session: nox.Session) -> None:
 @nox.session
 def mutants(session: nox.Session) -> None:
     """Do the checks catch wrong solutions? `nox -s mutants -- 04` (`--exercise 4.2`: one)."""
-    env = course_env(session)
-    run(session, "python", "-m", "streamlab.mutants", *session.posargs, env=env)
+    run_module(session, "streamlab.mutants")
+
+
+@nox.session
+def reset(session: nox.Session) -> None:
+    """Put an exercise's stub back (`nox -s reset -- 4.2`, or a lab: `-- 04`); yours is kept beside it."""
+    run_module(session, "streamlab.grading.reset")

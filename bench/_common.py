@@ -5,8 +5,9 @@ A benchmark writes ``build/bench/NAME.json``::
     {"name": ..., "title": ..., "machine": {...}, "settings": {...}, "figures": {...},
      "targets": [{"figure": ..., "value": ..., "unit": ..., "target": "<= 500", "met": true}]}
 
-and one or more SVG charts next to it. ``bench/_report.py`` reads them all, prints the
-table of targets and copies charts and figures into ``site/benchmarks/`` for the website
+and one or more SVG charts next to it, drawn from chart data the result keeps
+(``streamlab.benchmarks.charts``). ``bench/_report.py`` reads them all, prints the table of
+targets and copies charts and figures into ``site/benchmarks/`` for the website
 (``streamlab.benchmarks``).
 
 Measurements that need a JVM of their own (heap and GC figures, a kill -9) run in a worker
@@ -99,8 +100,12 @@ def target(
     }
 
 
+#: A chart drawn into ``OUT``: its file name and the data it was drawn from.
+Drawn = tuple[str, dict[str, Any]]
+
+
 def write_result(
-    name: str, title: str, settings: dict, figures: dict, targets: list[dict], charts: list[str]
+    name: str, title: str, settings: dict, figures: dict, targets: list[dict], charts: list[Drawn]
 ) -> Path:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{name}.json"
@@ -115,13 +120,14 @@ def write_result(
                 "settings": settings,
                 "figures": figures,
                 "targets": targets,
-                "charts": charts,
+                "charts": [file for file, _ in charts],
+                "chart_data": dict(charts),
             },
             indent=2,
         )
         + "\n"
     )
-    from streamlab.benchmarks import value_text, verdict
+    from streamlab.benchmarks.results import value_text, verdict
 
     for row in targets:
         print(
@@ -143,18 +149,15 @@ def bar_chart(
     *,
     reference: tuple[str, float] | None = None,
     note: str = "",
-) -> str:
-    """A horizontal bar chart as ``build/bench/NAME.svg``; returns the file name.
+) -> Drawn:
+    """A horizontal bar chart drawn as ``build/bench/NAME.svg``.
 
     ``reference`` draws a dashed vertical line (a target, or a ceiling) with its label; the
-    drawing is :func:`streamlab.benchmarks.bar_chart_svg`.
+    drawing is :mod:`streamlab.benchmarks.charts`.
     """
-    from streamlab.benchmarks import bar_chart_svg
+    from streamlab.benchmarks import charts
 
-    OUT.mkdir(parents=True, exist_ok=True)
-    svg = bar_chart_svg(title, bars, unit, reference=reference, note=note)
-    (OUT / f"{name}.svg").write_text(svg)
-    return f"{name}.svg"
+    return _drawn(name, charts.bar(title, bars, unit, reference=reference, note=note))
 
 
 def stacked_chart(
@@ -165,18 +168,18 @@ def stacked_chart(
     *,
     reference: tuple[str, float] | None = None,
     note: str = "",
-) -> str:
-    """A stacked horizontal bar chart as ``build/bench/NAME.svg``; returns the file name.
+) -> Drawn:
+    """A stacked horizontal bar chart drawn as ``build/bench/NAME.svg``."""
+    from streamlab.benchmarks import charts
 
-    The drawing is :func:`streamlab.benchmarks.stacked_bar_chart_svg`.
-    """
-    from streamlab.benchmarks import stacked_bar_chart_svg
+    return _drawn(name, charts.stacked(title, bars, unit, reference=reference, note=note))
 
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"{name}.svg").write_text(
-        stacked_bar_chart_svg(title, bars, unit, reference=reference, note=note)
-    )
-    return f"{name}.svg"
+
+def _drawn(name: str, chart: dict[str, Any]) -> Drawn:
+    from streamlab.benchmarks import charts
+
+    charts.draw(chart, OUT / f"{name}.svg")
+    return f"{name}.svg", chart
 
 
 # -- Spark -------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from streamlab import benchmarks
+from streamlab.benchmarks import results as benchmarks
+from streamlab.paths import REPO_ROOT
 
 
 def main() -> int:
@@ -24,9 +25,7 @@ def main() -> int:
         return 1
     print(benchmarks.text_table(results))
     copied = benchmarks.publish()
-    print(
-        f"published {len(copied)} files to {benchmarks.PUBLISHED_DIR.relative_to(benchmarks.REPO_ROOT)}/"
-    )
+    print(f"published {len(copied)} files to {benchmarks.PUBLISHED_DIR.relative_to(REPO_ROOT)}/")
     return 0
 
 

@@ -1,59 +1,125 @@
-"""Checks for lab 00 · Orientation."""
+"""Checks for lab 00 · Orientation.
+
+Pure-Python checks first: the settings a checkpoint pins, read from offsets files written
+the way Spark writes them (a version line, the batch's metadata as JSON, one line per
+source), and the one-line progress summary. Then Spark: the learner's run_once on a folder
+of JSON files, and the restart after a crash, run by the check's own query on the
+notebook's input and compared with the learner's prediction.
+"""
 
 import json
 from pathlib import Path
 
-from streamlab.grading import exercise
+from streamlab.grading import CheckFailed, exercise, expect_equal
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 PARTITIONS = "spark.sql.shuffle.partitions"
-CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
+TIME_ZONE = "spark.sql.session.timeZone"
 
 
-def _config(nb, partitions):
-    conf = nb.build_session_config(partitions)
-    assert isinstance(conf, dict), (
-        f"build_session_config() should return a dict of settings, and it returned "
-        f"{type(conf).__name__}."
+def _offsets(checkpoint: Path, batch: int, conf: dict[str, str]) -> None:
+    """offsets/<batch> as Spark writes it, with its hidden checksum beside it."""
+    folder = checkpoint / "offsets"
+    folder.mkdir(parents=True, exist_ok=True)
+    metadata = {"batchWatermarkMs": 0, "batchTimestampMs": 1795000000000 + batch, "conf": conf}
+    (folder / str(batch)).write_text(
+        "v1\n" + json.dumps(metadata, separators=(",", ":")) + '\n{"logOffset":' + f"{batch}}}"
     )
-    return conf
+    (folder / f".{batch}.crc").write_text("crc")
 
 
-@exercise("0.1")
-def test_config_has_the_three_settings(nb):
-    conf = _config(nb, 2)
-    missing = [key for key in (PROVIDER, PARTITIONS, CHANGELOG) if key not in conf]
-    assert not missing, f"The configuration has no {', '.join(missing)}."
+PINNED = {PROVIDER: ROCKSDB, PARTITIONS: "2", ENCODING: "unsaferow"}
 
 
-@exercise("0.1")
-def test_config_values_are_strings(nb):
-    conf = _config(nb, 2)
-    wrong = {k: v for k, v in conf.items() if not isinstance(v, str)}
-    assert not wrong, (
-        f"Every value should be a string, as Spark's configuration stores them; these are not: "
-        f"{wrong}."
-    )
-
-
-@exercise("0.1")
-def test_config_selects_rocksdb_with_changelog(nb):
-    conf = _config(nb, 2)
-    assert conf.get(PROVIDER) == ROCKSDB, (
-        f"{PROVIDER} should name the RocksDB provider class, {ROCKSDB}; it is {conf.get(PROVIDER)!r}."
-    )
-    assert str(conf.get(CHANGELOG)).lower() == "true", f'{CHANGELOG} should be "true".'
-
-
-@exercise("0.1")
-def test_config_uses_the_requested_partitions(nb):
-    for partitions in (2, 7):
-        conf = _config(nb, partitions)
-        assert conf.get(PARTITIONS) == str(partitions), (
-            f'build_session_config({partitions}) should set {PARTITIONS} to "{partitions}"; '
-            f"it set {conf.get(PARTITIONS)!r}."
+def _effective(nb, conf, checkpoint) -> dict:
+    given = dict(conf)
+    result = nb.effective_settings(conf, str(checkpoint))
+    if not isinstance(result, dict):
+        raise CheckFailed(
+            f"effective_settings() should return a dict of settings; it returned "
+            f"{type(result).__name__}."
         )
+    expect_equal(
+        conf,
+        given,
+        "effective_settings() changed the dict it was given; return a new one instead.",
+        hint="Copy conf before you change anything, or build the answer as a new dict.",
+    )
+    return result
+
+
+@exercise("0.1")
+def test_a_new_checkpoint_runs_with_the_sessions_settings(nb, tmp_path):
+    conf = {PARTITIONS: "4", TIME_ZONE: "UTC"}
+    expect_equal(
+        _effective(nb, conf, tmp_path / "never-started"),
+        conf,
+        "A checkpoint folder that does not exist pins nothing: the session's settings hold.",
+    )
+    (tmp_path / "empty" / "offsets").mkdir(parents=True)
+    (tmp_path / "empty" / "metadata").write_text('{"id":"q"}')
+    expect_equal(
+        _effective(nb, conf, tmp_path / "empty"),
+        conf,
+        "A checkpoint whose query never planned a batch (no offsets/N file) pins nothing.",
+    )
+
+
+@exercise("0.1")
+def test_the_checkpoint_wins_over_the_session(nb, tmp_path):
+    for batch in range(3):
+        _offsets(tmp_path, batch, PINNED)
+    conf = {PARTITIONS: "4", TIME_ZONE: "UTC"}
+    expect_equal(
+        _effective(nb, conf, tmp_path),
+        {PARTITIONS: "2", TIME_ZONE: "UTC", PROVIDER: ROCKSDB, ENCODING: "unsaferow"},
+        "Every setting the newest offsets file pins replaces or adds to the session's; the "
+        "others keep their values.",
+        hint="The settings are in the 'conf' of the JSON on the second line of offsets/N.",
+    )
+
+
+@exercise("0.1")
+def test_the_newest_offsets_file_is_the_largest_number(nb, tmp_path):
+    # Batches 0 to 9 ran with 2 partitions; the checkpoint was then repartitioned offline to
+    # 8, which wrote offsets/10 with the new count. "10" sorts before "9" as text.
+    for batch in range(10):
+        _offsets(tmp_path, batch, PINNED)
+    _offsets(tmp_path, 10, {**PINNED, PARTITIONS: "8"})
+    (tmp_path / "offsets" / ".11.1a2b3c.tmp").write_text("v1\n{half written")
+    expect_equal(
+        _effective(nb, {PARTITIONS: "2"}, tmp_path)[PARTITIONS],
+        "8",
+        "offsets/10 is the newest of offsets/0 to offsets/10; files whose name is not a number "
+        "(checksums, temporary files) are not offsets files.",
+        hint="Compare the file names as numbers: as text, '9' comes after '10'.",
+    )
+
+
+PROGRESS = {
+    "id": "q",
+    "batchId": 3,
+    "numInputRows": 120,
+    "durationMs": {"addBatch": 50, "triggerExecution": 275},
+}
+
+
+@exercise("0.3")
+def test_summary_of_a_progress_report(nb):
+    summary = nb.summarise_progress(PROGRESS)
+    if not isinstance(summary, str):
+        raise CheckFailed(
+            f"summarise_progress() should return a str; it returned {type(summary).__name__}."
+        )
+    expect_equal(summary, "batch 3: 120 rows", "A report of batch 3 that read 120 rows.")
+    expect_equal(
+        nb.summarise_progress({**PROGRESS, "batchId": 0, "numInputRows": 0}),
+        "batch 0: 0 rows",
+        "A report of batch 0 that read nothing.",
+        hint="Read both numbers from the report; write none of them in.",
+    )
 
 
 def _heartbeats(folder: Path, name: str, rows: list[tuple[str, str]]) -> None:
@@ -74,22 +140,23 @@ SECOND = [("m1", "2026-11-22T10:00:05Z"), ("m3", "2026-11-22T10:00:05Z")]
 
 def _run(nb, spark, incoming, output, checkpoint_dir):
     progress = nb.run_once(spark, str(incoming), str(output), checkpoint_dir)
-    assert isinstance(progress, dict), (
-        f"run_once() should return query.lastProgress (a dict); it returned "
-        f"{type(progress).__name__}. Did you forget the return, or return before the query ended?"
-    )
-    assert not spark.streams.active, (
-        "The query is still running after run_once() returned: use trigger(availableNow=True) "
-        "and wait with query.awaitTermination()."
-    )
+    if not isinstance(progress, dict):
+        raise CheckFailed(
+            f"run_once() should return the query's last progress report (a dict); it returned "
+            f"{type(progress).__name__}. Did you forget the return, or return before the query "
+            "ended?"
+        )
+    if spark.streams.active:
+        raise CheckFailed(
+            "The query is still running after run_once() returned: it should process what is "
+            "in the folder, stop by itself, and be waited for."
+        )
     return progress
 
 
 def _output_rows(spark, output):
-    assert Path(output, "_spark_metadata").is_dir(), (
-        'No parquet output in output_dir: write with .writeStream.format("parquet") and '
-        '.option("path", output_dir).'
-    )
+    if not Path(output, "_spark_metadata").is_dir():
+        raise CheckFailed("run_once() wrote no parquet output, by the file sink, in output_dir.")
     return sorted(
         (r.machine_name, r.machine_time.strftime("%H:%M:%S"))
         for r in spark.read.parquet(str(output)).collect()
@@ -105,13 +172,16 @@ def test_run_once_reads_every_heartbeat(nb, spark, tmp_path, checkpoint_dir):
     incoming, output = tmp_path / "incoming", tmp_path / "output"
     _heartbeats(incoming, "a", FIRST)
     progress = _run(nb, spark, incoming, output, checkpoint_dir)
-    rows = _output_rows(spark, output)
-    assert rows == _expected(FIRST), (
-        f"The output should hold the {len(FIRST)} heartbeats of the input with machine_name and "
-        f"machine_time parsed; it holds {rows}."
+    expect_equal(
+        _output_rows(spark, output),
+        _expected(FIRST),
+        "The output should hold the heartbeats of the input, with machine_name and "
+        "machine_time parsed.",
     )
-    assert progress.get("numInputRows") == len(FIRST), (
-        f"lastProgress says {progress.get('numInputRows')} input rows; the folder has {len(FIRST)}."
+    expect_equal(
+        progress.get("numInputRows"),
+        len(FIRST),
+        "The returned report should be of the batch that read the folder's one file.",
     )
 
 
@@ -120,44 +190,90 @@ def test_run_once_resumes_from_its_checkpoint(nb, spark, tmp_path, checkpoint_di
     incoming, output = tmp_path / "incoming", tmp_path / "output"
     _heartbeats(incoming, "a", FIRST)
     _run(nb, spark, incoming, output, checkpoint_dir)
-    assert Path(checkpoint_dir, "commits").is_dir(), (
-        'No commits/ folder in checkpoint_dir: set .option("checkpointLocation", checkpoint_dir).'
-    )
+    if not Path(checkpoint_dir, "commits").is_dir():
+        raise CheckFailed(
+            "There is no commits/ folder in checkpoint_dir: the query should keep its "
+            "checkpoint there."
+        )
     _heartbeats(incoming, "b", SECOND)
     progress = _run(nb, spark, incoming, output, checkpoint_dir)
-    assert progress.get("numInputRows") == len(SECOND), (
-        f"A second run on the same checkpoint should read only the new file ({len(SECOND)} rows); "
-        f"it read {progress.get('numInputRows')}."
+    expect_equal(
+        (progress.get("batchId"), progress.get("numInputRows")),
+        (1, len(SECOND)),
+        "A second run on the same checkpoint is batch 1 and reads only the new file: "
+        "(batchId, numInputRows).",
     )
-    assert _output_rows(spark, output) == _expected(FIRST + SECOND), (
-        "After two runs the output should hold every heartbeat exactly once."
-    )
-
-
-PROGRESS = {
-    "id": "q",
-    "batchId": 3,
-    "numInputRows": 120,
-    "durationMs": {"addBatch": 50, "triggerExecution": 275},
-}
-
-
-@exercise("0.3")
-def test_summary_reads_the_three_numbers(nb):
-    summary = nb.summarise_progress(PROGRESS)
-    assert isinstance(summary, str), (
-        f"summarise_progress() should return a str; it returned {type(summary).__name__}."
-    )
-    assert summary == "batch 3: 120 rows in 275 ms", (
-        f"Expected 'batch 3: 120 rows in 275 ms', got {summary!r}."
+    expect_equal(
+        _output_rows(spark, output),
+        _expected(FIRST + SECOND),
+        "After two runs the output should hold every heartbeat exactly once.",
     )
 
 
-@exercise("0.3")
-def test_summary_of_another_report(nb):
-    other = {**PROGRESS, "batchId": 0, "numInputRows": 0, "durationMs": {"triggerExecution": 9}}
-    summary = nb.summarise_progress(other)
-    assert summary == "batch 0: 0 rows in 9 ms", (
-        f"Expected 'batch 0: 0 rows in 9 ms', got {summary!r}: are the numbers read from the "
-        "report, not written in?"
+def _write(folder: Path, name: str, machines: list[str], seconds: int) -> None:
+    """The notebook's write_heartbeats: each machine once a second from 10:00:00."""
+    _heartbeats(
+        folder,
+        name,
+        [(m, f"2026-11-22T10:00:{s:02d}+00:00") for s in range(seconds) for m in machines],
+    )
+
+
+def _reference_run(spark, incoming: Path, output: Path, checkpoint: Path):
+    query = (
+        spark.readStream.schema("machine_name STRING, machine_time TIMESTAMP")
+        .json(str(incoming))
+        .writeStream.format("parquet")
+        .option("path", str(output))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return query
+
+
+def _crash_in_spark(spark, tmp_path: Path) -> dict:
+    """The notebook's section 3: two runs, commits/1 lost, a third file, a restart."""
+    incoming, output, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
+    fleet = ["Producer 1", "Producer 2", "Producer 3"]
+    _write(incoming, "part-0", fleet, 2)
+    _reference_run(spark, incoming, output, checkpoint)
+    _write(incoming, "part-1", fleet[:2], 1)
+    _reference_run(spark, incoming, output, checkpoint)
+    for name in ("1", ".1.crc"):
+        (checkpoint / "commits" / name).unlink()
+    _write(incoming, "part-2", fleet, 1)
+    restart = _reference_run(spark, incoming, output, checkpoint)
+    return {
+        "reports": [
+            f"batch {p['batchId']}: {p['numInputRows']} rows" for p in restart.recentProgress
+        ],
+        "rows_in_output": spark.read.parquet(str(output)).count(),
+    }
+
+
+@exercise("0.3", timeout=120)
+def test_crash_prediction_matches_spark(nb, spark, tmp_path):
+    predicted = nb.AFTER_THE_CRASH
+    if not isinstance(predicted, dict) or sorted(predicted) != ["reports", "rows_in_output"]:
+        raise CheckFailed(
+            "AFTER_THE_CRASH should be a dict with the keys 'reports' (a list of summaries) "
+            f"and 'rows_in_output' (an int); it is {predicted!r}."
+        )
+    spark_says = _crash_in_spark(spark, tmp_path)
+    answer = {"reports": list(predicted["reports"]), "rows_in_output": predicted["rows_in_output"]}
+    hint = ""
+    if answer["reports"][:1] != spark_says["reports"][:1]:
+        hint = (
+            "Which batch does a restart run first when offsets/1 exists and commits/1 does "
+            "not, and what does a file sink do with a batch its _spark_metadata already holds?"
+        )
+    elif answer["rows_in_output"] != spark_says["rows_in_output"]:
+        hint = "Does any row end up in the output twice?"
+    expect_equal(
+        answer,
+        spark_says,
+        "Your prediction against what the restart after the crash really reported and wrote.",
+        hint=hint,
     )

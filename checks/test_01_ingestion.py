@@ -1,12 +1,15 @@
 """Checks for lab 01 · Stateless ingestion from Event Hubs.
 
-Pure-Python checks first (the schema, the progress summary), then Spark: batch DataFrames
-with the ``eventhubs`` row schema for the parsing rules, and streams over parquet files with
-that exact schema, written by the check the way the hub would store the events (partition
-from ``streamlab.hub.partition_for_key``, sequence numbers per partition).
+Spark throughout: batch DataFrames with the ``eventhubs`` row schema for the parsing rules,
+and streams over parquet files with that exact schema, written by the check the way the hub
+would store the events (partition from ``streamlab.hub.partition_for_key``, sequence numbers
+per partition). The predictions are compared with what Spark does on the notebook's input:
+``from_json`` on the same bodies (1.1), and the ``eventhubs`` source reading a fresh
+emulator twice on one checkpoint (1.5).
 """
 
 import json
+import logging
 import os
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -14,12 +17,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from azure.eventhub import EventData, EventHubProducerClient
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructType, TimestampType
 
 from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
-from streamlab.grading import exercise
+from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.hub import Hub as EmulatedHub
 from streamlab.hub import partition_for_key
 
 EVENT_COLUMNS = EVENTHUBS_SCHEMA.fieldNames()
@@ -136,106 +140,10 @@ def needs(nb, exercise_id: str, name: str, here: str) -> None:
     )
 
 
-# --- pure Python --------------------------------------------------------------------------
-
-
-@exercise("1.1")
-def test_body_schema_is_a_struct_of_two_fields(nb):
-    schema = nb.HEARTBEAT_BODY_SCHEMA
-    assert isinstance(schema, StructType), (
-        f"HEARTBEAT_BODY_SCHEMA should be a StructType; it is a {type(schema).__name__}."
-    )
-    names = schema.fieldNames()
-    assert names == ["machine_name", "machine_time"], (
-        f"HEARTBEAT_BODY_SCHEMA should have the fields machine_name and machine_time, in that "
-        f"order; it has {names}."
-    )
-
-
-@exercise("1.1")
-def test_body_schema_types(nb):
-    schema = nb.HEARTBEAT_BODY_SCHEMA
-    types = {f.name: f.dataType for f in schema.fields}
-    assert isinstance(types.get("machine_name"), StringType), (
-        f"machine_name should be a StringType(); it is {types.get('machine_name')}."
-    )
-    assert isinstance(types.get("machine_time"), TimestampType), (
-        f"machine_time should be a TimestampType(), so Spark parses the ISO-8601 string into a "
-        f"timestamp; it is {types.get('machine_time')}."
-    )
-
-
-PROGRESS = {
-    "id": "q",
-    "runId": "r",
-    "batchId": 12,
-    "numInputRows": 300,
-    "inputRowsPerSecond": 100.0,
-    "processedRowsPerSecond": 250.5,
-    "durationMs": {"triggerExecution": 1198},
-    "sources": [{"description": "eventhubs", "numInputRows": 300}],
-}
-EXPECTED_KEYS = {"batch", "rows", "arriving_per_second", "processed_per_second", "keeping_up"}
-
-
-def _summary(nb, progress):
-    summary = nb.ingest_summary(progress)
-    assert isinstance(summary, dict), (
-        f"ingest_summary() should return a dict; it returned {type(summary).__name__}."
-    )
-    assert set(summary) == EXPECTED_KEYS, (
-        f"ingest_summary() should return exactly the keys {sorted(EXPECTED_KEYS)}; it returned "
-        f"{sorted(summary)}."
-    )
-    return summary
-
-
-@exercise("1.5")
-def test_summary_of_a_query_that_keeps_up(nb):
-    summary = _summary(nb, PROGRESS)
-    expected = {
-        "batch": 12,
-        "rows": 300,
-        "arriving_per_second": 100.0,
-        "processed_per_second": 250.5,
-        "keeping_up": True,
-    }
-    assert summary == expected, f"Expected {expected}; got {summary}."
-
-
-@exercise("1.5")
-def test_summary_of_a_query_that_falls_behind(nb):
-    behind = {
-        **PROGRESS,
-        "batchId": 3,
-        "numInputRows": 5000,
-        "inputRowsPerSecond": 900.0,
-        "processedRowsPerSecond": 450.0,
-    }
-    summary = _summary(nb, behind)
-    assert summary["keeping_up"] is False, (
-        f"Rows arrive at 900/s and are processed at 450/s: keeping_up should be False; it is "
-        f"{summary['keeping_up']!r}."
-    )
-    assert (summary["batch"], summary["rows"]) == (3, 5000), (
-        f"batch and rows should be 3 and 5000 (batchId and numInputRows); they are "
-        f"{summary['batch']} and {summary['rows']}."
-    )
-    idle = _summary(
-        nb,
-        {**PROGRESS, "numInputRows": 0, "inputRowsPerSecond": 0.0, "processedRowsPerSecond": 0.0},
-    )
-    assert idle["keeping_up"] is True, (
-        "A batch with nothing arriving and nothing processed keeps up (0 >= 0); keeping_up "
-        f"is {idle['keeping_up']!r}."
-    )
-
-
 # --- Spark: parsing -----------------------------------------------------------------------
 
 
 def _parsed(nb, events):
-    needs(nb, "1.1", "HEARTBEAT_BODY_SCHEMA", "1.2")
     parsed = nb.parse_heartbeats(events)
     assert isinstance(parsed, DataFrame), (
         f"parse_heartbeats() should return a DataFrame; it returned {type(parsed).__name__}."
@@ -247,7 +155,7 @@ def _parsed(nb, events):
     return parsed
 
 
-@exercise("1.2")
+@exercise("1.2", timeout=120)
 def test_parse_heartbeats_on_a_batch(nb, spark):
     hub = Hub()
     # The machine's clock is 30 s slow: event_time must come from the hub, not the body.
@@ -295,10 +203,25 @@ def test_parse_heartbeats_on_a_stream(nb, spark, tmp_path, checkpoint_dir):
 
 # --- Spark: quarantine --------------------------------------------------------------------
 
+MAX_BODY_BYTES = 1024
+
+
+def padded(payload: bytes, size: int) -> bytes:
+    """A JSON body grown to exactly ``size`` bytes with a field the schema does not name."""
+    document = json.loads(payload)
+    document["padding"] = ""
+    document["padding"] = "x" * (size - len(json.dumps(document).encode()))
+    return json.dumps(document).encode()
+
+
 BAD = [  # (body, expected reason)
     (b"", "empty body"),
     (None, "empty body"),
     (b'{"machine_name": "m1", "pad": "' + b"x" * 1100 + b'"}', "oversized body"),
+    (
+        padded(b'{"machine_name": "m1", "machine_time": "2026-11-22T10:00:05+00:00"}', 1025),
+        "oversized body",
+    ),
     (b"y" * 1500, "oversized body"),
     (b"machine_name=m1", "not JSON"),
     (b'{"machine_name": "m1", "machine_time": ', "not JSON"),
@@ -314,7 +237,6 @@ BAD = [  # (body, expected reason)
 
 
 def _split(nb, events):
-    needs(nb, "1.1", "HEARTBEAT_BODY_SCHEMA", "1.3")
     needs(nb, "1.2", "parse_heartbeats", "1.3")
     result = nb.split_heartbeats(events)
     assert isinstance(result, tuple) and len(result) == 2, (
@@ -338,12 +260,13 @@ def _split(nb, events):
     return heartbeats, quarantine
 
 
-@exercise("1.3")
+@exercise("1.3", timeout=90)
 def test_each_bad_event_gets_its_reason(nb, spark):
     hub = Hub()
     for i, (payload, _) in enumerate(BAD):
         hub.send("bad", payload, i, partition=0)  # sequence number i identifies the event
     hub.send("m1", body("m1", 20), 20)
+    hub.send("m2", padded(body("m2", 21), MAX_BODY_BYTES), 21)  # exactly at the limit: good
     heartbeats, quarantine = _split(nb, hub.batch(spark))
     got = {
         r["sequenceNumber"]: r["reason"]
@@ -361,13 +284,16 @@ def test_each_bad_event_gets_its_reason(nb, spark):
     assert not wrong, (
         "; ".join(wrong[:3]) + (f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else "") + "."
     )
-    good = heartbeat_rows(heartbeats)
-    assert [r[0] for r in good] == ["m1"], (
-        f"The one good heartbeat (m1) should come out in heartbeats, and nothing else; got {good}."
+    expect_equal(
+        [r[0] for r in heartbeat_rows(heartbeats)],
+        ["m1", "m2"],
+        "The two good heartbeats should come out in heartbeats, and nothing else; m2's body is "
+        f"exactly {MAX_BODY_BYTES} bytes long, which is not over the limit.",
+        hint="A body is oversized only when it is longer than MAX_BODY_BYTES.",
     )
 
 
-@exercise("1.3")
+@exercise("1.3", timeout=90)
 def test_quarantine_keeps_the_event_as_it_came(nb, spark):
     hub = Hub()
     hub.send("m7", b"oops", 3)
@@ -424,7 +350,7 @@ def _spread(nb, events) -> dict:
     return {r["partitionKey"]: r["partitions"] for r in rows}
 
 
-@exercise("1.4")
+@exercise("1.4", timeout=90)
 def test_each_key_lands_on_one_partition(nb, spark):
     hub = Hub()
     for s in range(4):
@@ -441,7 +367,7 @@ def test_each_key_lands_on_one_partition(nb, spark):
     )
 
 
-@exercise("1.4")
+@exercise("1.4", timeout=90)
 def test_a_key_on_several_partitions_shows_them_all(nb, spark):
     hub = Hub()
     for s, partition in enumerate(["3", "1", "3", "0"]):  # no key guarantee: spread around
@@ -453,33 +379,117 @@ def test_a_key_on_several_partitions_shows_them_all(nb, spark):
     )
 
 
-# --- Spark: a real progress report ---------------------------------------------------------
+# --- Spark: what the parser makes of odd bodies -------------------------------------------
 
 
-@exercise("1.5", timeout=60)
-def test_summary_of_a_real_progress_report(nb, spark, tmp_path, checkpoint_dir):
-    hub = Hub()
-    for s in range(5):
-        hub.send("m1", body("m1", s), s)
-    hub.write(tmp_path / "hub", "0")
+def _parsed_by_spark(spark, bodies: list[bytes]) -> list[tuple]:
+    parsed = F.from_json(
+        F.col("body").cast("string"), "machine_name STRING, machine_time TIMESTAMP"
+    )
+    rows = (
+        spark.createDataFrame([(i, b) for i, b in enumerate(bodies)], "i INT, body BINARY")
+        .select("i", parsed["machine_name"], parsed["machine_time"].cast("string"))
+        .orderBy("i")
+        .collect()
+    )
+    return [(name, time) for _, name, time in rows]
+
+
+@exercise("1.1", timeout=120)
+def test_parse_prediction_matches_spark(nb, spark):
+    bodies, predicted = nb.ODD_BODIES, nb.PARSED
+    if not isinstance(predicted, list | tuple) or len(predicted) != len(bodies):
+        raise CheckFailed(
+            f"PARSED should be a list of {len(bodies)} pairs (machine_name, machine_time), one "
+            f"per body of ODD_BODIES; it is {predicted!r}."
+        )
+    answer = [tuple(pair) for pair in predicted]
+    spark_says = _parsed_by_spark(spark, list(bodies))
+    wrong = [i for i, (a, b) in enumerate(zip(answer, spark_says)) if a != b]
+    hint = ""
+    if any(bodies[i].startswith(b"{") and answer[i][1] is None for i in wrong):
+        hint = (
+            "A time in another offset is converted to UTC, and a number where a timestamp is "
+            "expected is read as seconds since 1970."
+        )
+    elif wrong:
+        hint = (
+            "Field names are matched exactly, case included, and a number where a string is "
+            "expected becomes its text."
+        )
+    expect_equal(
+        answer,
+        spark_says,
+        "Your prediction against what F.from_json with HEARTBEAT_BODY_SCHEMA gives for each "
+        f"body of ODD_BODIES (wrong: {', '.join(f'body {i}' for i in wrong) or 'none'}).",
+        hint=hint,
+    )
+
+
+# --- Spark: where a restarted query resumes -----------------------------------------------
+
+
+def _send_to(connection_string: str, partition: str, count: int) -> None:
+    with EventHubProducerClient.from_connection_string(
+        connection_string, eventhub_name="heartbeats"
+    ) as producer:
+        batch = producer.create_batch(partition_id=partition)
+        for second in range(count):
+            batch.add(EventData(body("m1", second)))
+        producer.send_batch(batch)
+
+
+def _read_all(spark, connection_string: str, checkpoint_dir: str) -> list[dict]:
     query = (
-        stream(spark, tmp_path / "hub")
+        spark.readStream.format("eventhubs")
+        .option("connectionString", connection_string)
+        .option("eventHubName", "heartbeats")
+        .option("startingPosition", "earliest")
+        .load()
         .writeStream.format("noop")
         .option("checkpointLocation", checkpoint_dir)
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
-    progress = query.lastProgress
-    summary = _summary(nb, progress)
-    assert (summary["batch"], summary["rows"]) == (progress["batchId"], 5), (
-        f"For a batch of 5 events, batch and rows should be {progress['batchId']} and 5; they "
-        f"are {summary['batch']} and {summary['rows']}."
-    )
-    for key in ("arriving_per_second", "processed_per_second"):
-        assert isinstance(summary[key], float), (
-            f"{key} should be a float; it is {type(summary[key]).__name__}."
+    return query.recentProgress
+
+
+def _offsets(text):
+    return json.loads(text) if isinstance(text, str) else text
+
+
+@exercise("1.5", timeout=240)
+def test_restart_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
+    predicted = nb.RESTART
+    keys = ["batchId", "endOffset", "numInputRows", "startOffset"]
+    if not isinstance(predicted, dict) or sorted(predicted) != keys:
+        raise CheckFailed(f"RESTART should be a dict with the keys {keys}; it is {predicted!r}.")
+    logging.getLogger("azure").setLevel(logging.ERROR)
+    with EmulatedHub(data_dir=tmp_path / "hub", eventhubs={"heartbeats": 2}) as hub:
+        _send_to(hub.connection_string, "0", 3)
+        _send_to(hub.connection_string, "1", 2)
+        _read_all(spark, hub.connection_string, checkpoint_dir)
+        _send_to(hub.connection_string, "1", 4)
+        [report] = _read_all(spark, hub.connection_string, checkpoint_dir)
+    source = report["sources"][0]
+    spark_says = {
+        "batchId": report["batchId"],
+        "endOffset": _offsets(source["endOffset"]),
+        "numInputRows": report["numInputRows"],
+        "startOffset": _offsets(source["startOffset"]),
+    }
+    answer = {key: predicted[key] for key in keys}
+    hint = ""
+    if answer["batchId"] != spark_says["batchId"]:
+        hint = "Batch ids carry on across restarts: the checkpoint remembers the last one."
+    elif answer["endOffset"] != spark_says["endOffset"]:
+        hint = (
+            "An offset is the next sequence number to read: after events 0 to 5 of a partition, 6."
         )
-    assert isinstance(summary["keeping_up"], bool), (
-        f"keeping_up should be a bool; it is {type(summary['keeping_up']).__name__}."
+    expect_equal(
+        answer,
+        spark_says,
+        "Your prediction against the progress report of the second run.",
+        hint=hint,
     )

@@ -3,8 +3,9 @@
 Pure-Python checks first (the progress reader, the checkpoint walker on a folder tree the
 check builds), then Spark: batch DataFrames for the window arithmetic, and streams over JSON
 files the check writes, run to the end with ``availableNow`` or ``processAllAvailable()``.
-Timestamps are compared as the strings Spark prints in UTC, never as Python datetimes
-(which ``collect()`` turns into the machine's local time).
+The predictions (2.2, 2.4) are compared with what Spark does on the notebook's input, run
+here with the check's own queries. Timestamps are compared as the strings Spark prints in
+UTC, never as Python datetimes (which ``collect()`` turns into the machine's local time).
 """
 
 import json
@@ -17,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from streamlab.grading import exercise
+from streamlab.grading import CheckFailed, exercise, expect_equal
 
 SCHEMA = "machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP"
 COLUMNS = ["window_start", "window_end", "machine_name", "heartbeats"]
@@ -50,6 +51,20 @@ def stream(spark, folder: Path, **options) -> DataFrame:
     return spark.readStream.schema(SCHEMA).options(**options).json(str(folder))
 
 
+def batch(spark, beats) -> DataFrame:
+    return spark.createDataFrame(
+        [
+            (
+                b["machine_name"],
+                datetime.fromisoformat(b["machine_time"]),
+                datetime.fromisoformat(b["event_time"]),
+            )
+            for b in beats
+        ],
+        SCHEMA,
+    )
+
+
 def hhmmss(second: int) -> str:
     return (START + timedelta(seconds=second)).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -62,27 +77,35 @@ def table_rows(df: DataFrame, columns=COLUMNS) -> list[tuple]:
     return sorted(tuple(r) for r in df.select(*cast).collect())
 
 
+def clock_rows(df: DataFrame) -> list[tuple]:
+    """Rows as sorted tuples, timestamps as "HH:MM:SS" (the notebook's clock_rows)."""
+    shown = [
+        F.date_format(c, "HH:mm:ss").alias(c) if t == "timestamp" else F.col(c)
+        for c, t in df.dtypes
+    ]
+    return sorted(tuple(row) for row in df.select(*shown).collect())
+
+
 def show(rows) -> str:
     """Window rows the way a person reads them: `m1 [10:00:00, 10:00:10) 3`."""
 
     def clock(text):
         return text[11:] if isinstance(text, str) and len(text) > 11 else text
 
-    return "; ".join(f"{m} [{clock(a)}, {clock(b)}) {n}" for a, b, m, n in rows) or "nothing"
+    return "\n".join(f"{m} [{clock(a)}, {clock(b)}) {n}" for a, b, m, n in rows) or "nothing"
 
 
 def returned_dataframe(result, name: str) -> DataFrame:
-    assert isinstance(result, DataFrame), (
-        f"{name}() should return a DataFrame; it returned {type(result).__name__}. "
-        "Build the query and return it, without collecting or starting it."
-    )
+    if not isinstance(result, DataFrame):
+        raise CheckFailed(
+            f"{name}() should return a DataFrame; it returned {type(result).__name__}. "
+            "Build the query and return it, without collecting or starting it."
+        )
     return result
 
 
 def has_columns(df: DataFrame, name: str, columns=COLUMNS) -> None:
-    assert df.columns == columns, (
-        f"{name}() should return the columns {columns}, in that order; it returned {df.columns}."
-    )
+    expect_equal(df.columns, columns, f"{name}() should return these columns, in this order.")
 
 
 def run_complete(df: DataFrame, name: str, checkpoint_dir: str) -> list[tuple]:
@@ -98,11 +121,38 @@ def run_complete(df: DataFrame, name: str, checkpoint_dir: str) -> list[tuple]:
     return table_rows(df.sparkSession.table(name))
 
 
-def watermark_message(error: AnalysisException, name: str) -> str:
+def start_append(counts: DataFrame, name: str, checkpoint_dir: str) -> StreamingQuery:
+    """final_counts() run in append mode to the memory sink, or a sentence why Spark refused."""
+    try:
+        return (
+            counts.writeStream.format("memory")
+            .queryName(name)
+            .outputMode("append")
+            .option("checkpointLocation", checkpoint_dir)
+            .start()
+        )
+    except AnalysisException as error:
+        raise CheckFailed(
+            "Spark refused to run final_counts() in append mode: it sets no watermark on the "
+            "column it groups by, so no window is ever final. (Spark said: "
+            f"{str(error).splitlines()[0][:200]})",
+            hint="withWatermark goes on the heartbeats, before the groupBy, on the column "
+            "the windows are built on.",
+        ) from None
+
+
+def reference_final_counts(heartbeats, size="10 seconds", delay="5 seconds"):
+    """What 2.3 asks for: the check's own, so 2.4 and 2.8 do not depend on the learner's."""
     return (
-        f"Spark refused to run {name}() in append mode: it sets no watermark on the "
-        'column it groups by. Call .withWatermark("event_time", delay) on the heartbeats '
-        f"before the groupBy. (Spark said: {str(error).splitlines()[0][:200]})"
+        heartbeats.withWatermark("event_time", delay)
+        .groupBy(F.window("event_time", size), "machine_name")
+        .agg(F.count("*").alias("heartbeats"))
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "machine_name",
+            "heartbeats",
+        )
     )
 
 
@@ -119,24 +169,29 @@ def test_rows_dropped_sums_every_state_operator(nb):
         ],
     }
     dropped = nb.rows_dropped_by_watermark(progress)
-    assert isinstance(dropped, int) and not isinstance(dropped, bool), (
-        f"rows_dropped_by_watermark() should return an int; it returned {type(dropped).__name__}."
-    )
-    assert dropped == 5, (
-        f"A report whose two state operators dropped 2 and 3 late rows should give 5; "
-        f"rows_dropped_by_watermark() returned {dropped}. Sum over every entry of "
-        "progress['stateOperators']."
+    if not isinstance(dropped, int) or isinstance(dropped, bool):
+        raise CheckFailed(
+            f"rows_dropped_by_watermark() should return an int; it returned "
+            f"{type(dropped).__name__}."
+        )
+    expect_equal(
+        dropped,
+        5,
+        "A report whose two state operators dropped 2 and 3 late rows dropped 5 in all.",
+        hint="Add up the counter of every entry of progress['stateOperators'], not only the "
+        "first or the last.",
     )
 
 
 @exercise("2.3")
 def test_rows_dropped_is_zero_for_a_stateless_query(nb):
     for progress in ({"batchId": 0, "stateOperators": []}, {"batchId": 0}):
-        dropped = nb.rows_dropped_by_watermark(progress)
-        assert dropped == 0, (
-            f"A report without state operators ({progress}) dropped nothing; "
-            f"rows_dropped_by_watermark() returned {dropped!r}. Use progress.get("
-            '"stateOperators", []) for reports that have none.'
+        expect_equal(
+            nb.rows_dropped_by_watermark(progress),
+            0,
+            f"A report without state operators dropped nothing: {progress}.",
+            hint="A stateless query's report may have no stateOperators key at all: read it "
+            "with a default.",
         )
 
 
@@ -150,7 +205,7 @@ def _tree(root: Path, *paths: str) -> None:
             target.write_text("x")
 
 
-@exercise("2.6")
+@exercise("2.7")
 def test_state_store_dirs_in_a_checkpoint_tree(nb, tmp_path):
     _tree(
         tmp_path,
@@ -163,29 +218,56 @@ def test_state_store_dirs_in_a_checkpoint_tree(nb, tmp_path):
         "state/0/0/_metadata/schema",
         "state/0/1/1.changelog",
         "state/0/1/2.zip",
+        "state/0/1/SSTs/000008.sst",
         "state/1/_metadata/metadata",
         "state/1/0/1.changelog",
         "state/1/1/",
         "state/1/.1.crc",
     )
     found = nb.state_store_dirs(str(tmp_path))
-    assert isinstance(found, list), (
-        f"state_store_dirs() should return a list of strings; it returned {type(found).__name__}."
-    )
-    expected = ["state/0/0", "state/0/1", "state/1/0", "state/1/1"]
-    assert found == expected, (
-        f"In a checkpoint with two operators of two partitions each, expected {expected}; "
-        f"got {found}. Each entry is 'state/<operator>/<partition>' with forward slashes, "
-        "_metadata and files left out, sorted."
+    if not isinstance(found, list):
+        raise CheckFailed(
+            f"state_store_dirs() should return a list of strings; it returned "
+            f"{type(found).__name__}."
+        )
+    expect_equal(
+        found,
+        ["state/0/0", "state/0/1", "state/1/0", "state/1/1"],
+        "A checkpoint with two operators of two partitions each has these stores: "
+        "'state/<operator>/<partition>' with forward slashes, _metadata, SSTs and files left out.",
     )
 
 
-@exercise("2.6")
+@exercise("2.7")
+def test_state_stores_are_ordered_as_numbers(nb, tmp_path):
+    _tree(
+        tmp_path,
+        "state/0/_metadata/metadata",
+        "state/0/2/",
+        "state/0/10/",
+        "state/0/notes/",
+        "state/0/7",  # a file, not a folder
+        "state/5",  # a file too
+        "state/2/1/",
+        "state/10/0/",
+        "state/_stateSchema/default/",
+    )
+    expect_equal(
+        nb.state_store_dirs(str(tmp_path)),
+        ["state/0/2", "state/0/10", "state/2/1", "state/10/0"],
+        "Stores are ordered by operator number, then partition number, as numbers; only "
+        "numbered folders are stores.",
+        hint="Sorting the strings puts 'state/0/10' before 'state/0/2': sort by the two numbers.",
+    )
+
+
+@exercise("2.7")
 def test_state_store_dirs_of_a_stateless_query(nb, tmp_path):
     _tree(tmp_path, "offsets/0", "commits/0", "metadata", "sources/0/0")
-    found = nb.state_store_dirs(str(tmp_path))
-    assert found == [], (
-        f"A checkpoint without a state/ folder has no state stores: expected [], got {found!r}."
+    expect_equal(
+        nb.state_store_dirs(str(tmp_path)),
+        [],
+        "A checkpoint without a state/ folder has no state stores.",
     )
 
 
@@ -197,20 +279,11 @@ WINDOW_BEATS = [beat("m1", s, skew=-7) for s in (1, 2, 8, 12)] + [
 ]
 
 
-@exercise("2.1")
+@exercise("2.1", timeout=120)
 def test_tumbling_counts_on_a_batch(nb, spark):
-    heartbeats = spark.createDataFrame(
-        [
-            (
-                b["machine_name"],
-                datetime.fromisoformat(b["machine_time"]),
-                datetime.fromisoformat(b["event_time"]),
-            )
-            for b in WINDOW_BEATS
-        ],
-        SCHEMA,
+    counts = returned_dataframe(
+        nb.tumbling_counts(batch(spark, WINDOW_BEATS), "10 seconds"), "tumbling_counts"
     )
-    counts = returned_dataframe(nb.tumbling_counts(heartbeats, "10 seconds"), "tumbling_counts")
     has_columns(counts, "tumbling_counts")
     expected = [
         (hhmmss(0), hhmmss(10), "m1", 3),
@@ -219,18 +292,22 @@ def test_tumbling_counts_on_a_batch(nb, spark):
         (hhmmss(10), hhmmss(20), "m2", 2),
     ]
     got = table_rows(counts)
-    if got != expected and any(row[2] == "m1" and row[3] == 2 for row in got):
-        raise AssertionError(
-            f"The windows should be built on event_time (when the hub stored the heartbeat), "
-            f"not machine_time (the machine's own clock, here 7 s slow). Expected {show(expected)}; "
-            f"got {show(got)}."
-        )
-    assert got == expected, (
-        f"Ten-second tumbling windows should give {show(expected)}; got {show(got)}."
+    machine_clock = got != expected and any(row[2] == "m1" and row[3] == 2 for row in got)
+    expect_equal(
+        got,
+        expected,
+        "Ten-second tumbling windows on event_time, per machine.",
+        show=show,
+        hint=(
+            "The windows follow machine_time, the machine's own clock (here 7 s slow), not "
+            "event_time, when the hub stored the heartbeat."
+            if machine_clock
+            else ""
+        ),
     )
 
 
-@exercise("2.1")
+@exercise("2.1", timeout=90)
 def test_tumbling_counts_on_a_stream(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     deliver(folder, "a", WINDOW_BEATS)
@@ -246,60 +323,55 @@ def test_tumbling_counts_on_a_stream(nb, spark, tmp_path, checkpoint_dir):
         (hhmmss(10), hhmmss(15), "m2", 1),
         (hhmmss(15), hhmmss(20), "m2", 1),
     ]
-    assert got == expected, (
-        f'On a stream, with size "5 seconds", expected {show(expected)}; got {show(got)}. Does the '
-        "window use the size argument?"
+    expect_equal(
+        got,
+        expected,
+        'On a stream, with size "5 seconds".',
+        show=show,
+        hint="Does the window use the size argument rather than a fixed duration?",
     )
 
 
-@exercise("2.2")
-def test_sliding_counts_on_a_batch(nb, spark):
-    heartbeats = spark.createDataFrame(
-        [
-            (
-                b["machine_name"],
-                datetime.fromisoformat(b["machine_time"]),
-                datetime.fromisoformat(b["event_time"]),
-            )
-            for b in WINDOW_BEATS
-        ],
-        SCHEMA,
-    )
-    counts = returned_dataframe(
-        nb.sliding_counts(heartbeats, "10 seconds", "5 seconds"), "sliding_counts"
-    )
-    has_columns(counts, "sliding_counts")
-    got = table_rows(counts)
-    m1 = [row for row in got if row[2] == "m1"]
-    expected_m1 = [
-        (hhmmss(-5), hhmmss(5), "m1", 2),
-        (hhmmss(0), hhmmss(10), "m1", 3),
-        (hhmmss(5), hhmmss(15), "m1", 2),
-        (hhmmss(10), hhmmss(20), "m1", 1),
-    ]
-    assert m1 == expected_m1, (
-        f"Windows of 10 s sliding every 5 s over m1's heartbeats at event times 1, 2, 8 and "
-        f"12 s should give {show(expected_m1)}; got {show(m1)}."
-    )
-    total = sum(row[3] for row in got)
-    assert total == 2 * len(WINDOW_BEATS), (
-        f"With windows of 10 s every 5 s each heartbeat counts in exactly two windows, so the "
-        f"counts should add up to {2 * len(WINDOW_BEATS)}; they add up to {total}."
-    )
+#: The notebook's fleet: Producers 1 and 2 every second from 10:00:00 to 10:00:11,
+#: Producer 3 from 10:00:07 to 10:00:11.
+FLEET_BEATS = [beat(m, s) for s in range(12) for m in ("Producer 1", "Producer 2")] + [
+    beat("Producer 3", s) for s in range(7, 12)
+]
+PREDICTED = ("Producer 1", "Producer 3")
 
 
-@exercise("2.2")
-def test_sliding_counts_on_a_stream(nb, spark, tmp_path, checkpoint_dir):
-    folder = tmp_path / "in"
-    deliver(folder, "a", [beat("m1", s) for s in range(6)])
-    counts = returned_dataframe(
-        nb.sliding_counts(stream(spark, folder), "4 seconds", "2 seconds"), "sliding_counts"
+def _sliding_in_spark(spark) -> dict:
+    rows = clock_rows(
+        batch(spark, FLEET_BEATS)
+        .groupBy(F.window("event_time", "10 seconds", "5 seconds"), "machine_name")
+        .agg(F.count("*").alias("heartbeats"))
+        .select("window.start", "window.end", "machine_name", "heartbeats")
     )
-    got = run_complete(counts, "check_2_2", checkpoint_dir)
-    expected = [(hhmmss(s), hhmmss(s + 4), "m1", n) for s, n in ((-2, 2), (0, 4), (2, 4), (4, 2))]
-    assert got == expected, (
-        f'On a stream, with size "4 seconds" and slide "2 seconds", expected {show(expected)}; '
-        f"got {show(got)}. Are both arguments passed to F.window?"
+    return {m: [(a, b, n) for a, b, name, n in rows if name == m] for m in PREDICTED}
+
+
+@exercise("2.2", timeout=120)
+def test_sliding_prediction_matches_spark(nb, spark):
+    predicted = nb.SLIDING
+    if not isinstance(predicted, dict) or sorted(predicted) != sorted(PREDICTED):
+        raise CheckFailed(
+            "SLIDING should be a dict with the keys 'Producer 1' and 'Producer 3', each the "
+            f"list of that machine's windows; it is {predicted!r}."
+        )
+    spark_says = _sliding_in_spark(spark)
+    answer = {m: [tuple(row) for row in predicted[m]] for m in PREDICTED}
+    first = spark_says["Producer 1"][0]
+    expect_equal(
+        answer,
+        spark_says,
+        "Your prediction against what Spark counts in windows of 10 s that start every 5 s.",
+        hint=(
+            "Windows start at multiples of the slide counted from the epoch, not at the "
+            "first heartbeat: is there a window that starts before 10:00:00?"
+            if first not in answer["Producer 1"]
+            else "Each heartbeat falls in size / slide windows; count Producer 3's beats "
+            "window by window."
+        ),
     )
 
 
@@ -314,65 +386,149 @@ def test_final_counts_close_windows_and_drop_late_rows(nb, spark, tmp_path, chec
         nb.final_counts(stream(spark, folder), "10 seconds", "5 seconds"), "final_counts"
     )
     has_columns(counts, "final_counts")
-    try:
-        query = (
-            counts.writeStream.format("memory")
-            .queryName("check_2_3")
-            .outputMode("append")
-            .option("checkpointLocation", checkpoint_dir)
-            .start()
-        )
-    except AnalysisException as error:
-        raise AssertionError(watermark_message(error, "final_counts")) from None
+    query = start_append(counts, "check_2_3", checkpoint_dir)
 
     def table():
         return table_rows(spark.table("check_2_3"))
 
     query.processAllAvailable()
-    assert table() == [], (
-        f"After heartbeats up to 10:00:03 the window [10:00:00, 10:00:10) is still open, so "
-        f"append mode should have written nothing; the output holds {show(table())}."
+    expect_equal(
+        table(),
+        [],
+        "After heartbeats up to 10:00:03 the window [10:00:00, 10:00:10) is still open, so "
+        "append mode writes nothing yet.",
+        show=show,
     )
     deliver(folder, "1", [beat("m2", 30)], order=1)
     query.processAllAvailable()
     closed = [(hhmmss(0), hhmmss(10), "m1", 2), (hhmmss(0), hhmmss(10), "m2", 1)]
-    assert table() == closed, (
-        f"A heartbeat at 10:00:30 moves a 5-second watermark to 10:00:25, which closes the "
-        f"window [10:00:00, 10:00:10): expected {show(closed)}; got {show(table())}. Is the watermark on "
-        "event_time and its delay the delay argument?"
+    expect_equal(
+        table(),
+        closed,
+        "A heartbeat at 10:00:30 moves a 5-second watermark to 10:00:25, which closes "
+        "[10:00:00, 10:00:10).",
+        show=show,
+        hint="Is the watermark on event_time, with the delay argument as its delay?",
     )
     deliver(folder, "2", [beat("m1", 3), beat("m2", 31)], order=2)
     query.processAllAvailable()
-    assert table() == closed, (
-        f"m1's heartbeat from 10:00:03 arrives after its window closed: it should be dropped "
-        f"and the output should stay {show(closed)}; it is {show(table())}."
+    expect_equal(
+        table(),
+        closed,
+        "m1's heartbeat from 10:00:03 arrives after its window closed: it is dropped and the "
+        "output does not change.",
+        show=show,
     )
     dropped = sum(
         op.get("numRowsDroppedByWatermark", 0)
         for p in query.recentProgress
         for op in p.get("stateOperators", [])
     )
-    assert dropped == 1, (
-        f"Spark should report 1 row dropped by the watermark; it reports {dropped}."
+    expect_equal(dropped, 1, "Spark should report 1 row dropped by the watermark.")
+    expect_equal(
+        sum(nb.rows_dropped_by_watermark(p) for p in query.recentProgress),
+        1,
+        "Over this query's progress reports, rows_dropped_by_watermark() should add up to 1.",
     )
-    yours = sum(nb.rows_dropped_by_watermark(p) for p in query.recentProgress)
-    assert yours == 1, (
-        f"Over this query's progress reports rows_dropped_by_watermark() should add up to 1; "
-        f"it adds up to {yours}."
+
+
+@exercise("2.3", timeout=90)
+def test_final_counts_use_the_delay_argument(nb, spark, tmp_path, checkpoint_dir):
+    folder = tmp_path / "in"
+    deliver(folder, "0", [beat("m1", 1), beat("m1", 14)], order=0)
+    counts = returned_dataframe(
+        nb.final_counts(stream(spark, folder), "10 seconds", "2 seconds"), "final_counts"
+    )
+    query = start_append(counts, "check_2_3_delay", checkpoint_dir)
+    query.processAllAvailable()
+    expect_equal(
+        table_rows(spark.table("check_2_3_delay")),
+        [(hhmmss(0), hhmmss(10), "m1", 1)],
+        "With a delay of 2 seconds, a heartbeat at 10:00:14 moves the watermark to 10:00:12 "
+        "and closes [10:00:00, 10:00:10).",
+        show=show,
+        hint="Is the delay argument the watermark's delay, rather than a fixed duration?",
+    )
+
+
+#: Exercise 2.4's deliveries: (machine, event second) per file, in order.
+LATE_STORY = [
+    [("Producer 1", 1), ("Producer 1", 2), ("Producer 2", 3)],
+    [("Producer 2", 30)],
+    [("Producer 1", 3), ("Producer 1", 22), ("Producer 2", 31)],
+    [("Producer 2", 41), ("Producer 1", 28)],
+    [("Producer 2", 60)],
+]
+
+
+def _late_story_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
+    """The notebook's run: the query keeps running, one processAllAvailable per delivery."""
+    folder.mkdir(parents=True, exist_ok=True)
+    query = (
+        reference_final_counts(stream(spark, folder))
+        .writeStream.format("memory")
+        .queryName("check_2_4")
+        .outputMode("append")
+        .option("checkpointLocation", checkpoint_dir)
+        .start()
+    )
+    for number, beats in enumerate(LATE_STORY):
+        deliver(folder, str(number), [beat(m, s) for m, s in beats], order=number)
+        query.processAllAvailable()
+    query.stop()
+    dropped = sum(
+        op.get("numRowsDroppedByWatermark", 0)
+        for p in query.recentProgress
+        for op in p.get("stateOperators", [])
+    )
+    emitted = clock_rows(spark.table("check_2_4").drop("window_end"))
+    return {"emitted": emitted, "dropped": dropped}
+
+
+@exercise("2.4", timeout=120)
+def test_late_data_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
+    predicted = nb.LATE_DATA
+    if not isinstance(predicted, dict) or sorted(predicted) != ["dropped", "emitted"]:
+        raise CheckFailed(
+            "LATE_DATA should be a dict with the keys 'emitted' (a list of (window_start, "
+            f"machine_name, heartbeats)) and 'dropped' (an int); it is {predicted!r}."
+        )
+    answer = {
+        "emitted": sorted(tuple(row) for row in predicted["emitted"]),
+        "dropped": predicted["dropped"],
+    }
+    spark_says = _late_story_in_spark(spark, tmp_path / "in", checkpoint_dir)
+    hint = ""
+    if answer["dropped"] > spark_says["dropped"]:
+        hint = (
+            "You drop more than Spark: a row older than the watermark still counts while its "
+            "window is open, and a batch filters late rows with the watermark of the batch "
+            "before it."
+        )
+    elif answer["emitted"] != spark_says["emitted"]:
+        hint = (
+            "A window is written once, when a batch runs with a watermark at or past its end; "
+            "windows still open when the deliveries end are not written."
+        )
+    expect_equal(
+        answer,
+        spark_says,
+        "Your prediction against what Spark wrote and dropped after the five deliveries.",
+        hint=hint,
     )
 
 
 # --- Spark: output modes ------------------------------------------------------------------
 
 
-@exercise("2.4", timeout=90)
+@exercise("2.5", timeout=90)
 def test_live_counts_hold_the_latest_count_per_window(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     deliver(folder, "a", [beat("m1", 1), beat("m1", 2), beat("m2", 3)], order=0)
     deliver(folder, "b", [beat("m1", 4), beat("m2", 12)], order=1)
-    heartbeats = stream(spark, folder, maxFilesPerTrigger=1)  # one file per micro-batch
     counts = (
-        heartbeats.groupBy(F.window("event_time", "10 seconds"), "machine_name")
+        stream(spark, folder, maxFilesPerTrigger=1)  # one file per micro-batch
+        .groupBy(F.window("event_time", "10 seconds"), "machine_name")
         .agg(F.count("*").alias("heartbeats"))
         .select(
             F.col("window.start").alias("window_start"),
@@ -382,110 +538,170 @@ def test_live_counts_hold_the_latest_count_per_window(nb, spark, tmp_path, check
         )
     )
     try:
-        query = nb.start_live_counts(counts, "check_2_4", checkpoint_dir)
+        query = nb.start_live_counts(counts, "check_2_5", checkpoint_dir)
     except AnalysisException as error:
         text = str(error)
         if "append" in text.lower():
-            raise AssertionError(
+            raise CheckFailed(
                 "Spark refused append mode: these counts have no watermark, so no window is "
-                "ever final. Pick the mode that rewrites the whole table after every batch."
+                "ever final, and append mode writes only final rows."
             ) from None
-        raise AssertionError(f"Starting the query failed: {text.splitlines()[0][:300]}") from None
-    assert isinstance(query, StreamingQuery), (
-        f"start_live_counts() should return the StreamingQuery that .start() gives; it returned "
-        f"{type(query).__name__}."
-    )
+        raise CheckFailed(f"Starting the query failed: {text.splitlines()[0][:300]}") from None
+    if not isinstance(query, StreamingQuery):
+        raise CheckFailed(
+            "start_live_counts() should return the StreamingQuery that .start() gives; it "
+            f"returned {type(query).__name__}."
+        )
     query.processAllAvailable()
+    expect_equal(
+        sorted(p.name for p in Path(checkpoint_dir, "commits").glob("[0-9]*")),
+        ["0", "1"],
+        "The query should keep its checkpoint in checkpoint_dir, with a commit per batch.",
+    )
     batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
-    assert len(batches) == 2, (
-        f"Expected two micro-batches with data, one per file; the query ran {len(batches)}. "
-        "Start it with the default trigger."
+    expect_equal(
+        len(batches),
+        2,
+        "Two files, read one per micro-batch, make two micro-batches with data.",
+        hint="Start the query with the default trigger: the caller waits for it.",
     )
     try:
-        table = spark.table("check_2_4")
+        table = spark.table("check_2_5")
     except AnalysisException:
-        raise AssertionError(
-            'No in-memory table named like the table argument: write with .format("memory") '
-            "and .queryName(table)."
+        raise CheckFailed(
+            "No in-memory table is named like the table argument: the query should write to "
+            "the memory sink under the name it is given."
         ) from None
     got = table_rows(table)
-    expected = [
-        (hhmmss(0), hhmmss(10), "m1", 3),
-        (hhmmss(0), hhmmss(10), "m2", 1),
-        (hhmmss(10), hhmmss(20), "m2", 1),
-    ]
     keys = [row[:3] for row in got]
     repeated = sorted({k for k in keys if keys.count(k) > 1})
-    assert not repeated, (
-        f"The table holds several rows for the same window and machine ({show(r for r in got if r[:3] in repeated)}): the "
-        f"memory sink adds every row a batch emits, and update mode emits a window again each "
-        f"time its count changes. Which mode replaces the "
-        "whole table after each batch?"
+    expect_equal(
+        got,
+        [
+            (hhmmss(0), hhmmss(10), "m1", 3),
+            (hhmmss(0), hhmmss(10), "m2", 1),
+            (hhmmss(10), hhmmss(20), "m2", 1),
+        ],
+        "After two micro-batches the table holds one row per window and machine, with the "
+        "latest count.",
+        show=show,
+        hint=(
+            "The table holds a window twice: the memory sink adds every row a batch hands it, "
+            "and this mode hands over a window again each time its count changes."
+            if repeated
+            else ""
+        ),
     )
-    assert got == expected, f"Expected the table {show(expected)}; got {show(got)}."
 
 
 # --- Spark: replays -----------------------------------------------------------------------
 
 
-@exercise("2.5", timeout=90)
-def test_replayed_heartbeats_are_dropped(nb, spark, tmp_path, checkpoint_dir):
-    folder = tmp_path / "in"
-    deliver(folder, "a", [beat("m1", 1), beat("m2", 1)], order=0)
-    deliver(folder, "b", [beat("m1", 1, enqueued=3), beat("m1", 2, enqueued=4)], order=1)
-    unique = returned_dataframe(
-        nb.drop_replays(stream(spark, folder, maxFilesPerTrigger=1), "30 seconds"), "drop_replays"
+def _dedup_rows(spark, table: str) -> list[tuple]:
+    rows = spark.table(table).select(
+        "machine_name", F.col("machine_time").cast("string"), F.col("event_time").cast("string")
     )
-    assert unique.columns == ["machine_name", "machine_time", "event_time"], (
-        f"drop_replays() should keep the heartbeats' columns [machine_name, machine_time, "
-        f"event_time]; it returned {unique.columns}."
+    return sorted(tuple(r) for r in rows.collect())
+
+
+def _beats(rows) -> str:
+    return "\n".join(f"{m} sent {t[11:]} stored {e[11:]}" for m, t, e in rows) or "nothing"
+
+
+def _start_dedup(nb, spark, folder, delay, name, checkpoint_dir) -> StreamingQuery:
+    unique = returned_dataframe(
+        nb.drop_replays(stream(spark, folder, maxFilesPerTrigger=1), delay), "drop_replays"
+    )
+    expect_equal(
+        unique.columns,
+        ["machine_name", "machine_time", "event_time"],
+        "drop_replays() should keep the heartbeats' columns.",
     )
     try:
-        query = (
+        return (
             unique.writeStream.format("memory")
-            .queryName("check_2_5")
+            .queryName(name)
             .option("checkpointLocation", checkpoint_dir)
             .start()
         )
     except AnalysisException as error:
-        raise AssertionError(
-            "Spark refused the query: dropDuplicatesWithinWatermark needs a watermark. Call "
-            '.withWatermark("event_time", delay) first. (Spark said: '
-            f"{str(error).splitlines()[0][:200]})"
+        raise CheckFailed(
+            "Spark refused the query: dropDuplicatesWithinWatermark needs a watermark on the "
+            f"heartbeats first. (Spark said: {str(error).splitlines()[0][:200]})"
         ) from None
+
+
+@exercise("2.6", timeout=90)
+def test_replayed_heartbeats_are_dropped(nb, spark, tmp_path, checkpoint_dir):
+    folder = tmp_path / "in"
+    deliver(folder, "a", [beat("m1", 1), beat("m2", 1)], order=0)
+    deliver(folder, "b", [beat("m1", 1, enqueued=3), beat("m1", 2, enqueued=4)], order=1)
+    query = _start_dedup(nb, spark, folder, "30 seconds", "check_2_6", checkpoint_dir)
     query.processAllAvailable()
-    rows = spark.table("check_2_5").select(
-        "machine_name", F.col("machine_time").cast("string"), F.col("event_time").cast("string")
+    got = _dedup_rows(spark, "check_2_6")
+    expect_equal(
+        got,
+        sorted(
+            [
+                ("m1", hhmmss(1), hhmmss(1)),
+                ("m2", hhmmss(1), hhmmss(1)),
+                ("m1", hhmmss(2), hhmmss(4)),
+            ]
+        ),
+        "The replay of m1's 10:00:01 heartbeat (same body, stored again at 10:00:03) is "
+        "dropped; every other heartbeat stays.",
+        show=_beats,
+        hint=(
+            "A replay has the same body as the original but a later event_time: a key that "
+            "holds event_time never matches it."
+            if len(got) == 4
+            else ""
+        ),
     )
-    got = sorted(tuple(r) for r in rows.collect())
-    expected = sorted(
-        [("m1", hhmmss(1), hhmmss(1)), ("m2", hhmmss(1), hhmmss(1)), ("m1", hhmmss(2), hhmmss(4))]
+    operators = sorted(
+        {op["operatorName"] for p in query.recentProgress for op in p.get("stateOperators", [])}
+    )
+    expect_equal(
+        operators,
+        ["dedupeWithinWatermark"],
+        "The replays are gone, but the query's state operator is not the one that forgets "
+        "keys whose columns hold no event time: this state would keep every key forever.",
+        hint="dropDuplicates forgets a key only when the event-time column is part of it.",
     )
 
-    def beats(rows):
-        return "; ".join(f"{m} sent {t[11:]} stored {e[11:]}" for m, t, e in rows)
 
-    if len(got) == 4:
-        raise AssertionError(
-            f"The replay of m1's 10:00:01 heartbeat (same body, stored again at 10:00:03) went "
-            f"through: got {beats(got)}. Identify a heartbeat by machine_name and machine_time "
-            "only: the replay's event_time differs."
-        )
-    assert got == expected, f"Expected {beats(expected)}; got {beats(got)}."
-    operators = [
-        op["operatorName"] for p in query.recentProgress for op in p.get("stateOperators", [])
-    ]
-    assert "dedupeWithinWatermark" in operators, (
-        f"The replays are gone, but not with dropDuplicatesWithinWatermark (the query's state "
-        f"operators are {sorted(set(operators))}): dropDuplicates keeps every key forever "
-        "unless event_time is part of the key."
+@exercise("2.6", timeout=90)
+def test_a_replay_later_than_the_delay_goes_through(nb, spark, tmp_path, checkpoint_dir):
+    folder = tmp_path / "in"
+    # m2's heartbeat at 10:00:10 moves a 2-second watermark to 10:00:08, past m1's first
+    # heartbeat (10:00:01) plus 2 s: the next batch, run with it, forgets m1's key, and the
+    # replay, one batch later, counts again.
+    deliver(folder, "a", [beat("m1", 1), beat("m2", 10)], order=0)
+    deliver(folder, "b", [beat("m2", 11)], order=1)
+    deliver(folder, "c", [beat("m1", 1, enqueued=12)], order=2)
+    query = _start_dedup(nb, spark, folder, "2 seconds", "check_2_6_delay", checkpoint_dir)
+    query.processAllAvailable()
+    expect_equal(
+        _dedup_rows(spark, "check_2_6_delay"),
+        sorted(
+            [
+                ("m1", hhmmss(1), hhmmss(1)),
+                ("m2", hhmmss(10), hhmmss(10)),
+                ("m2", hhmmss(11), hhmmss(11)),
+                ("m1", hhmmss(1), hhmmss(12)),
+            ]
+        ),
+        "With a delay of 2 seconds, a replay that comes after a batch ran with a watermark "
+        "past the first one's event time plus 2 s is not remembered any more: it goes through.",
+        show=_beats,
+        hint="Is the delay argument the watermark's delay, rather than a fixed duration?",
     )
 
 
 # --- Spark: the state store on disk -------------------------------------------------------
 
 
-@exercise("2.6", timeout=90)
+@exercise("2.7", timeout=90)
 def test_state_store_dirs_of_a_real_query(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     deliver(folder, "a", [beat("m1", 1), beat("m2", 2), beat("m1", 1, enqueued=2)])
@@ -499,16 +715,119 @@ def test_state_store_dirs_of_a_real_query(nb, spark, tmp_path, checkpoint_dir):
     )
     query = (
         counts.writeStream.format("memory")
-        .queryName("check_2_6")
+        .queryName("check_2_7")
         .outputMode("update")
         .option("checkpointLocation", checkpoint_dir)
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
-    found = nb.state_store_dirs(checkpoint_dir)
-    expected = ["state/0/0", "state/0/1", "state/1/0", "state/1/1"]
-    assert found == expected, (
-        f"A query with two stateful operators and 2 shuffle partitions has the state stores "
-        f"{expected}; state_store_dirs() found {found}."
+    expect_equal(
+        nb.state_store_dirs(checkpoint_dir),
+        ["state/0/0", "state/0/1", "state/1/0", "state/1/1"],
+        "A query with two stateful operators and 2 shuffle partitions has four state stores.",
+    )
+
+
+# --- Spark: the learner's test ------------------------------------------------------------
+
+
+def _by_machine_clock(heartbeats, size="10 seconds", delay="5 seconds"):
+    return reference_final_counts(
+        heartbeats.withColumn("event_time", F.col("machine_time")), size, delay
+    )
+
+
+def _without_the_delay(heartbeats, size="10 seconds", delay="5 seconds"):
+    return reference_final_counts(heartbeats, size, "0 seconds")
+
+
+def _size_and_delay_swapped(heartbeats, size="10 seconds", delay="5 seconds"):
+    return reference_final_counts(heartbeats, delay, size)
+
+
+def _machines_mixed_up(heartbeats, size="10 seconds", delay="5 seconds"):
+    return (
+        heartbeats.withWatermark("event_time", delay)
+        .groupBy(F.window("event_time", size))
+        .agg(F.min("machine_name").alias("machine_name"), F.count("*").alias("heartbeats"))
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "machine_name",
+            "heartbeats",
+        )
+    )
+
+
+BROKEN = [
+    ("windows by machine_time, the machine's own clock", _by_machine_clock),
+    ("ignores delay (a watermark of 0 seconds)", _without_the_delay),
+    ("uses size as the delay and delay as the size", _size_and_delay_swapped),
+    ("counts every machine of a window together", _machines_mixed_up),
+]
+
+
+class _Watched:
+    """Wraps a final_counts: remembers whether it was given a stream."""
+
+    def __init__(self, function):
+        self.function = function
+        self.calls: list[bool] = []
+
+    def __call__(self, heartbeats, *args, **kwargs):
+        self.calls.append(isinstance(heartbeats, DataFrame) and heartbeats.isStreaming)
+        return self.function(heartbeats, *args, **kwargs)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:300] if text else ''}"
+
+
+@exercise("2.8", timeout=240)
+def test_your_test_passes_a_right_final_counts(nb, spark, tmp_path):
+    right = _Watched(reference_final_counts)
+    try:
+        nb.test_final_counts(right, spark, str(tmp_path / "right"))
+    except NotImplementedError:
+        raise
+    except AssertionError as failure:
+        raise CheckFailed(
+            "Your test failed on a right final_counts (the one 2.3 asks for), so it would "
+            f"fail a learner who got it right. It said: {_first_line(failure)}",
+            hint="Work out the expected table batch by batch: which watermark each batch runs "
+            "with, and the one-batch lag of the late-row filter when data batches follow each "
+            "other.",
+        ) from None
+    except Exception as error:
+        raise CheckFailed(
+            f"Your test raised an error on a right final_counts: {_first_line(error)}"
+        ) from None
+    expect_equal(
+        right.calls[:1],
+        [True],
+        "Your test should call final_counts on a streaming DataFrame (spark.readStream): a "
+        "batch aggregation has no watermark to test.",
+    )
+
+
+@exercise("2.8", timeout=300)
+def test_your_test_fails_each_broken_final_counts(nb, spark, tmp_path):
+    passed = []
+    for number, (flaw, broken) in enumerate(BROKEN):
+        try:
+            nb.test_final_counts(broken, spark, str(tmp_path / f"broken-{number}"))
+        except NotImplementedError:
+            raise
+        except Exception:  # any failure of the learner's test catches the flaw
+            continue
+        passed.append(flaw)
+    expect_equal(
+        passed,
+        [],
+        "Your test should fail on each broken final_counts; it passed these.",
+        hint="Give each flaw input that shows it: two machines in one window, a machine "
+        "whose clock is off by enough to change its window, a late heartbeat whose window is "
+        "still open, and a size different from the delay.",
     )

@@ -5,10 +5,12 @@ the check builds (its watermark and processing time set by the check, not read f
 clock). Then Spark, on JSON files the check writes:
 
 - 3.2 runs the learner's query around a reference seed function: another machine's
-  traffic times a silent machine out; and **the flaw**: once every event has been
-  processed, the watermark stands still and nothing times out, even with a 1 ms timeout.
-- 3.3 runs the learner's fixed query on the same input with a 1 ms processing-time timeout:
-  the no-data micro-batch that follows the data marks every machine Unhealthy.
+  traffic times a silent machine out, and once every event has been processed the watermark
+  stands still and nothing more happens;
+- 3.3 runs the check's own seed on the notebook's three steps and compares what it emits
+  with the learner's prediction;
+- 3.4 runs the learner's fixed query with a 1 ms processing-time timeout: the no-data
+  micro-batch that follows the data marks every machine Unhealthy.
 """
 
 import json
@@ -25,7 +27,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from streamlab.grading import exercise
+from streamlab.grading import CheckFailed, exercise, expect_equal
 
 # Spark's Python workers cannot import this file: send the reference function by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -147,25 +149,34 @@ EVENT = GroupStateTimeout.EventTimeTimeout
 PROCESSING = GroupStateTimeout.ProcessingTimeTimeout
 
 
+def timeout_of(state: GroupState) -> str:
+    return "not set" if state._timeout_timestamp < 0 else clock(state._timeout_timestamp)
+
+
 @exercise("3.1")
 def test_first_heartbeat_initializes_a_machine(nb):
     state = group_state(conf=EVENT)
     rows = call(
         nb.heartbeat_state_transition, "heartbeat_state_transition", state, heartbeats("m1", 0)
     )
-    expected = [("m1", INITIALIZING, None, at(0))]
-    assert rows == expected, (
-        f"The first heartbeat of an unknown machine at 10:00:00 should give {show(expected)}; "
-        f"got {show(rows)}."
+    expect_equal(
+        rows,
+        [("m1", INITIALIZING, None, at(0))],
+        "The first heartbeat of an unknown machine, at 10:00:00, initializes it.",
+        show=show,
     )
-    assert stored(state) == (INITIALIZING, at(0)), (
-        f'After it the state should hold ("Initializing", {at(0)}), the status and the '
-        f"heartbeat's time in ms; it holds {stored(state)}."
+    expect_equal(
+        stored(state),
+        (INITIALIZING, at(0)),
+        "After it the state holds the status and the heartbeat's event time in ms.",
     )
-    assert state._timeout_timestamp == at(5), (
-        f"The timeout should be set to the heartbeat's time plus timeout_ms "
-        f"({clock(at(5))}) with state.setTimeoutTimestamp; it is "
-        f"{'not set' if state._timeout_timestamp < 0 else clock(state._timeout_timestamp)}."
+    expect_equal(
+        timeout_of(state),
+        clock(at(5)),
+        "With the default arm (arm_event_time), the timeout is the heartbeat's time plus "
+        "timeout_ms.",
+        hint="Arm the timeout with arm(state, last_seen_ms, timeout_ms) after every call with "
+        "heartbeats.",
     )
 
 
@@ -180,19 +191,16 @@ def test_heartbeats_in_order_within_one_batch(nb):
         heartbeats("m1", 1.5),
         heartbeats("m1", 0, 3),
     )
-    expected = [("m1", INITIALIZING, None, at(0)), ("m1", HEALTHY, INITIALIZING, at(1.5))]
-    assert rows == expected, (
-        f"Heartbeats at 10:00:00, 10:00:01.5 and 10:00:03 (in two DataFrames, not in order) of "
-        f"a new machine should give {show(expected)}: one row per change, none for the third; "
-        f"got {show(rows)}."
+    expect_equal(
+        rows,
+        [("m1", INITIALIZING, None, at(0)), ("m1", HEALTHY, INITIALIZING, at(1.5))],
+        "Heartbeats at 10:00:00, 10:00:01.5 and 10:00:03 of a new machine, in two "
+        "DataFrames and not in order: one row per change, none for the third.",
+        show=show,
+        hint="Gather the event times of every DataFrame and sort them before the replay.",
     )
-    assert stored(state) == (HEALTHY, at(3)), (
-        f'The state should keep the latest heartbeat, ("Healthy", {at(3)}); it holds '
-        f"{stored(state)}."
-    )
-    assert state._timeout_timestamp == at(8), (
-        f"The timeout should follow the latest heartbeat: {clock(at(8))}."
-    )
+    expect_equal(stored(state), (HEALTHY, at(3)), "The state keeps the latest heartbeat.")
+    expect_equal(timeout_of(state), clock(at(8)), "The timeout follows the latest heartbeat.")
 
 
 @exercise("3.1")
@@ -201,13 +209,27 @@ def test_healthy_machine_emits_nothing_on_a_heartbeat(nb):
     rows = call(
         nb.heartbeat_state_transition, "heartbeat_state_transition", state, heartbeats("m1", 4)
     )
-    assert rows == [], (
-        f"A heartbeat from a Healthy machine changes nothing, so nothing should be emitted; "
-        f"got {show(rows)}."
+    expect_equal(rows, [], "A heartbeat of a Healthy machine changes nothing.", show=show)
+    expect_equal(
+        (stored(state), timeout_of(state)),
+        ((HEALTHY, at(4)), clock(at(9))),
+        "The state and the timeout follow the new heartbeat.",
     )
-    assert stored(state) == (HEALTHY, at(4)) and state._timeout_timestamp == at(9), (
-        f'The state should become ("Healthy", {at(4)}) and the timeout {clock(at(9))}; they '
-        f"are {stored(state)} and {state._timeout_timestamp}."
+
+
+@exercise("3.1")
+def test_last_seen_never_goes_backwards(nb):
+    state = group_state((HEALTHY, at(10)), conf=EVENT)
+    rows = call(
+        nb.heartbeat_state_transition, "heartbeat_state_transition", state, heartbeats("m1", 8)
+    )
+    expect_equal(rows, [], "A late heartbeat of a Healthy machine changes nothing.", show=show)
+    expect_equal(
+        (stored(state), timeout_of(state)),
+        ((HEALTHY, at(10)), clock(at(15))),
+        "A heartbeat older than the last one seen (10:00:08 after 10:00:10) leaves "
+        "last_seen_ms, and so the timeout, where they were.",
+        hint="Keep the larger of the stored time and the new heartbeat's.",
     )
 
 
@@ -217,14 +239,18 @@ def test_timeout_makes_a_machine_unhealthy(nb):
     rows = call(
         nb.heartbeat_state_transition, "heartbeat_state_transition", state, timeout_ms=2_000
     )
-    expected = [("m1", UNHEALTHY, HEALTHY, at(6))]
-    assert rows == expected, (
-        f"A timed-out Healthy machine last seen at 10:00:04, with timeout_ms=2000, should give "
-        f"{show(expected)} (last seen + timeout_ms); got {show(rows)}."
+    expect_equal(
+        rows,
+        [("m1", UNHEALTHY, HEALTHY, at(6))],
+        "A timed-out Healthy machine last seen at 10:00:04, with timeout_ms=2000, turns "
+        "Unhealthy, stamped last seen + timeout_ms.",
+        show=show,
     )
-    assert stored(state) == (UNHEALTHY, at(4)), (
-        f'The state should become ("Unhealthy", {at(4)}): the time of the last heartbeat '
-        f"does not change; it holds {stored(state)}."
+    expect_equal(
+        (stored(state), timeout_of(state)),
+        ((UNHEALTHY, at(4)), "not set"),
+        "After a timeout the state holds Unhealthy with the same last heartbeat, and no new "
+        "timeout is armed.",
     )
 
 
@@ -234,55 +260,75 @@ def test_unhealthy_machine_recovers_on_a_heartbeat(nb):
     rows = call(
         nb.heartbeat_state_transition, "heartbeat_state_transition", state, heartbeats("m1", 20)
     )
-    expected = [("m1", HEALTHY, UNHEALTHY, at(20))]
-    assert rows == expected, (
-        f"A heartbeat from an Unhealthy machine should give {show(expected)}; got {show(rows)}."
+    expect_equal(
+        rows,
+        [("m1", HEALTHY, UNHEALTHY, at(20))],
+        "A heartbeat of an Unhealthy machine makes it Healthy again.",
+        show=show,
     )
 
 
-# --- pure Python: 3.3 ---------------------------------------------------------------------
+class Arms:
+    """An arm function that records its calls and arms nothing."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def __call__(self, state, last_seen_ms, timeout_ms):
+        self.calls.append((stored(state), last_seen_ms, timeout_ms))
 
 
-@exercise("3.3")
-def test_fixed_transition_sets_a_processing_time_timeout(nb):
+@exercise("3.1")
+def test_the_timeout_is_armed_by_the_arm_argument(nb):
+    arms = Arms()
+    state = group_state((HEALTHY, at(1)), conf=EVENT)
+    result = nb.heartbeat_state_transition(
+        ("m1",), iter([heartbeats("m1", 2, 3)]), state, timeout_ms=4_000, arm=arms
+    )
+    list(result or [])
+    expect_equal(
+        arms.calls,
+        [((HEALTHY, at(3)), at(3), 4_000)],
+        "After a call with heartbeats, arm is called once, after the state is stored, with "
+        "(state, last_seen_ms, timeout_ms).",
+        hint="Call the arm argument instead of setting a timeout yourself.",
+    )
+    timed_out = group_state((HEALTHY, at(3)), conf=EVENT, timed_out=True)
+    list(nb.heartbeat_state_transition(("m1",), iter([]), timed_out, arm=arms) or [])
+    expect_equal(len(arms.calls), 1, "A timeout call arms nothing.")
+
+
+# --- pure Python: 3.4 ---------------------------------------------------------------------
+
+
+@exercise("3.4")
+def test_arm_processing_time_counts_from_the_batch(nb):
+    state = group_state((HEALTHY, at(1)), conf=PROCESSING, processing_ms=T0 + 42_000)
+    nb.arm_processing_time(state, at(1), 5_000)
+    expect_equal(
+        state._timeout_timestamp,
+        T0 + 42_000 + 5_000,
+        "A processing-time timeout fires timeout_ms after the current batch's processing "
+        "time (here 10:00:42), whatever the heartbeat's event time.",
+    )
+
+
+@exercise("3.4")
+def test_the_seed_transition_with_processing_time_arming(nb):
     state = group_state(conf=PROCESSING, processing_ms=T0 + 42_000)
     rows = call(
-        nb.heartbeat_processing_time_transition,
-        "heartbeat_processing_time_transition",
+        lambda *a, **k: nb.heartbeat_state_transition(*a, **k, arm=nb.arm_processing_time),
+        "heartbeat_state_transition",
         state,
         heartbeats("m1", 0, 1),
     )
-    expected = [("m1", INITIALIZING, None, at(0)), ("m1", HEALTHY, INITIALIZING, at(1))]
-    assert rows == expected, (
-        f"Two heartbeats of a new machine should give {show(expected)}, as in 3.1; "
-        f"got {show(rows)}."
+    expect_equal(
+        rows,
+        [("m1", INITIALIZING, None, at(0)), ("m1", HEALTHY, INITIALIZING, at(1))],
+        "Two heartbeats of a new machine, as in 3.1.",
+        show=show,
     )
-    assert stored(state) == (HEALTHY, at(1)), (
-        f'The state should hold ("Healthy", {at(1)}); it holds {stored(state)}.'
-    )
-    assert state._timeout_timestamp == T0 + 42_000 + 5_000, (
-        "The timeout should be timeout_ms after the batch's processing time, set with "
-        "state.setTimeoutDuration(timeout_ms)."
-    )
-
-
-@exercise("3.3")
-def test_fixed_transition_on_timeout(nb):
-    state = group_state((INITIALIZING, at(1)), conf=PROCESSING, timed_out=True)
-    rows = call(
-        nb.heartbeat_processing_time_transition,
-        "heartbeat_processing_time_transition",
-        state,
-        timeout_ms=5_000,
-    )
-    expected = [("m1", UNHEALTHY, INITIALIZING, at(6))]
-    assert rows == expected, (
-        f"A timed-out Initializing machine last seen at 10:00:01 should give {show(expected)}; "
-        f"got {show(rows)}."
-    )
-    assert stored(state) == (UNHEALTHY, at(1)), (
-        f'The state should become ("Unhealthy", {at(1)}); it holds {stored(state)}.'
-    )
+    expect_equal(state._timeout_timestamp, T0 + 47_000, "The timeout counts from the batch.")
 
 
 # --- Spark ----------------------------------------------------------------------------------
@@ -302,8 +348,12 @@ def _frame(machine_name, changes):
     )
 
 
-def reference_transition(key, pdfs, state, timeout_ms=5_000):
-    """The seed's state function, as 3.1 asks for it (the kind of timeout is the state's)."""
+def _arm_event_time(state, last_seen_ms, timeout_ms):
+    state.setTimeoutTimestamp(last_seen_ms + timeout_ms)
+
+
+def reference_transition(key, pdfs, state, timeout_ms=5_000, arm=_arm_event_time):
+    """The seed's state function, as 3.1 asks for it."""
     (machine_name,) = key
     status, last_seen_ms = state.getOption or (None, None)
     changes = []
@@ -320,10 +370,7 @@ def reference_transition(key, pdfs, state, timeout_ms=5_000):
                 status = new
             last_seen_ms = t if last_seen_ms is None else max(last_seen_ms, t)
         state.update((status, last_seen_ms))
-        if state._timeout_conf == GroupStateTimeout.EventTimeTimeout:
-            state.setTimeoutTimestamp(last_seen_ms + timeout_ms)
-        else:
-            state.setTimeoutDuration(timeout_ms)
+        arm(state, last_seen_ms, timeout_ms)
     if changes:
         yield _frame(machine_name, changes)
 
@@ -368,15 +415,20 @@ def plan_of(df: DataFrame) -> str:
 
 
 def start(df, name: str, checkpoint_dir: str, fn_name: str, timeout: str, **trigger):
-    assert isinstance(df, DataFrame), (
-        f"{fn_name}() should return a DataFrame; it returned {type(df).__name__}. Build the "
-        "query and return it without starting it."
-    )
-    assert df.isStreaming, f"{fn_name}() should return the streaming DataFrame it built."
+    if not isinstance(df, DataFrame):
+        raise CheckFailed(
+            f"{fn_name}() should return a DataFrame; it returned {type(df).__name__}. Build "
+            "the query and return it without starting it."
+        )
+    if not df.isStreaming:
+        raise CheckFailed(f"{fn_name}() should return the streaming DataFrame it built.")
     plan = plan_of(df)
     if plan:
         line = next((ln for ln in plan.splitlines() if "FlatMapGroupsInPandasWithState" in ln), "")
-        assert line, f"{fn_name}() should group by machine_name and call applyInPandasWithState."
+        if not line:
+            raise CheckFailed(
+                f"{fn_name}() should group by machine_name and call applyInPandasWithState."
+            )
         used = next(
             (
                 t
@@ -386,14 +438,11 @@ def start(df, name: str, checkpoint_dir: str, fn_name: str, timeout: str, **trig
             "?",
         )
         why = (
-            "the seed's design, whose flaw the next check shows; the fix is exercise 3.3"
+            "the seed's design, whose flaw exercise 3.3 shows; the fix is exercise 3.4"
             if timeout == "EventTimeTimeout"
-            else "the fix"
+            else "the fix: Spark's clock, not the events', decides when a machine is silent"
         )
-        assert used == timeout, (
-            f"{fn_name}() uses GroupStateTimeout.{used}; it should use "
-            f"GroupStateTimeout.{timeout}: {why}."
-        )
+        expect_equal(used, timeout, f"The kind of timeout {fn_name}() uses: {why}.")
     writer = (
         df.writeStream.format("memory")
         .queryName(name)
@@ -408,17 +457,16 @@ def start(df, name: str, checkpoint_dir: str, fn_name: str, timeout: str, **trig
         text = str(error)
         first = text.splitlines()[0][:220]
         if "watermark" in text.lower():
-            raise AssertionError(
-                f"Spark refused {fn_name}(): an event-time timeout needs a watermark. Call "
-                f'.withWatermark("event_time", WATERMARK_DELAY) before the groupBy. (Spark '
-                f"said: {first})"
+            raise CheckFailed(
+                f"Spark refused {fn_name}(): an event-time timeout needs a watermark on the "
+                f"heartbeats. (Spark said: {first})"
             ) from None
         if "output mode" in text.lower() or "outputmode" in text.lower():
-            raise AssertionError(
-                f'Spark refused {fn_name}() in update mode: pass "update" as '
-                f"applyInPandasWithState's output mode. (Spark said: {first})"
+            raise CheckFailed(
+                f"Spark refused {fn_name}() in update mode: its applyInPandasWithState should "
+                f"run in update output mode. (Spark said: {first})"
             ) from None
-        raise AssertionError(f"Starting the query of {fn_name}() failed: {first}") from None
+        raise CheckFailed(f"Starting the query of {fn_name}() failed: {first}") from None
 
 
 SEED_FIRST = [
@@ -429,69 +477,131 @@ SEED_FIRST = [
 ]
 
 
-@exercise("3.2", timeout=120)
-def test_seed_times_out_a_machine_when_others_move_the_watermark(
-    nb, spark, tmp_path, checkpoint_dir
-):
+def ran(query) -> list[dict]:
+    """The progress reports of micro-batches that ran (not of triggers that found nothing)."""
+    return [p for p in query.recentProgress if "addBatch" in p.get("durationMs", {})]
+
+
+@exercise("3.2", timeout=150)
+def test_seed_times_out_only_when_others_move_the_watermark(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     folder.mkdir()
     status = nb.seed_status(
         spark.readStream.schema(SCHEMA).json(str(folder)), reference_transition, 5_000
     )
-    query = start(status, "check_3_2_traffic", checkpoint_dir, "seed_status", EVENT)
+    query = start(status, "check_3_2", checkpoint_dir, "seed_status", "EventTimeTimeout")
     deliver(folder, "a", ["m1", "m2"], [0, 1])
     query.processAllAvailable()
-    rows = status_rows(spark, "check_3_2_traffic")
-    assert rows == SEED_FIRST, (
-        f"After heartbeats of m1 and m2 at 10:00:00 and 10:00:01 the query should emit "
-        f"{show(SEED_FIRST)}; it emitted {show(rows)}. Is the transition function called with "
-        "functools.partial(transition, timeout_ms=timeout_ms)?"
+    expect_equal(
+        status_rows(spark, "check_3_2"),
+        SEED_FIRST,
+        "After heartbeats of m1 and m2 at 10:00:00 and 10:00:01.",
+        show=show,
+        hint="Is the transition given its timeout_ms through functools.partial?",
+    )
+    expect_equal(
+        [p["eventTime"].get("watermark") for p in ran(query)][-1:],
+        ["2026-11-22T09:59:59.000Z"],
+        "The watermark the last batch ran with: the newest event time minus WATERMARK_DELAY.",
+        hint="The watermark goes on event_time, with WATERMARK_DELAY as its delay.",
     )
     deliver(folder, "b", ["m2"], [10])
     query.processAllAvailable()
-    rows = status_rows(spark, "check_3_2_traffic")
     expected = SEED_FIRST + [("m1", UNHEALTHY, HEALTHY, at(6))]
-    assert rows == expected, (
-        f"m2's heartbeat at 10:00:10 moves a 2-second watermark to 10:00:08, past m1's timeout "
-        f"(10:00:01 + 5 s): m1 should turn Unhealthy. Expected {show(expected)}; got "
-        f"{show(rows)}. Is the watermark WATERMARK_DELAY on event_time, and the timeout "
-        "GroupStateTimeout.EventTimeTimeout?"
+    expect_equal(
+        status_rows(spark, "check_3_2"),
+        expected,
+        "m2's heartbeat at 10:00:10 moves a 2-second watermark to 10:00:08, past m1's timeout "
+        "(10:00:01 + 5 s): m1 turns Unhealthy.",
+        show=show,
     )
-
-
-@exercise("3.2", timeout=120)
-def test_the_flaw_silence_never_times_out(nb, spark, tmp_path, checkpoint_dir):
-    folder = tmp_path / "in"
-    folder.mkdir()
-    # Even with a 1 ms timeout: once the events stop, nothing can time out.
-    status = nb.seed_status(
-        spark.readStream.schema(SCHEMA).json(str(folder)), reference_transition, 1
-    )
-    query = start(status, "check_3_2_silence", checkpoint_dir, "seed_status", EVENT)
-    deliver(folder, "a", ["m1", "m2"], [0, 1])
-    query.processAllAvailable()  # returns once Spark has nothing left to do
-    rows = status_rows(spark, "check_3_2_silence")
-    assert not [r for r in rows if r[1] == UNHEALTHY], (
-        f"With the seed's design no machine can turn Unhealthy while no events arrive, yet "
-        f"this query emitted {show(rows)}. Exercise 3.2 reproduces the seed (watermark and "
-        "GroupStateTimeout.EventTimeTimeout); the fix belongs in 3.3."
-    )
-    assert rows == SEED_FIRST, f"Expected {show(SEED_FIRST)}; got {show(rows)}."
-    ran = [p for p in query.recentProgress if "addBatch" in p.get("durationMs", {})]
-    watermarks = [p["eventTime"].get("watermark") for p in ran]
-    assert watermarks and watermarks[-1] == "2026-11-22T09:59:59.000Z", (
-        f"The watermark should end at the last event time minus 2 s, 09:59:59; the progress "
-        f"reports show {watermarks}."
-    )
-    # Silence: ask Spark to process everything again. Nothing arrived, the watermark did
-    # not move, so Spark runs no micro-batch at all, and a timeout only fires in one.
+    batches = len(ran(query))
+    # Silence: nothing arrived, the watermark did not move: Spark runs no micro-batch, and a
+    # timeout (m2's, at 10:00:15) fires only in one.
     query.processAllAvailable()
-    more = [p for p in query.recentProgress if "addBatch" in p.get("durationMs", {})][len(ran) :]
-    assert not more, (
-        f"Without new events Spark should run no further micro-batch; it ran {len(more)}."
+    expect_equal(
+        (len(ran(query)) - batches, status_rows(spark, "check_3_2")),
+        (0, expected),
+        "Without new events the seed runs no further micro-batch and emits nothing more: "
+        "(batches run, rows).",
     )
-    assert status_rows(spark, "check_3_2_silence") == SEED_FIRST, (
-        "Without new events the seed's output should not change."
+
+
+#: Exercise 3.3's steps after the fleet's first three seconds: (name, deliveries).
+STEPS = [
+    ("Producer 1 stops", [(["Producer 2", "Producer 3"], range(3, 11))]),
+    ("everyone stops", []),
+    ("Producer 1 comes back", [(["Producer 1"], [30])]),
+]
+
+
+def _silence_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
+    folder.mkdir()
+    status = (
+        spark.readStream.schema(SCHEMA)
+        .json(str(folder))
+        .withWatermark("event_time", "2 seconds")
+        .groupBy("machine_name")
+        .applyInPandasWithState(
+            reference_transition,
+            OUTPUT_SCHEMA,
+            STATE_SCHEMA,
+            "update",
+            GroupStateTimeout.EventTimeTimeout,
+        )
+    )
+    query = (
+        status.writeStream.format("memory")
+        .queryName("check_3_3")
+        .outputMode("update")
+        .option("checkpointLocation", checkpoint_dir)
+        .start()
+    )
+    deliver(folder, "0", ["Producer 1", "Producer 2", "Producer 3"], range(0, 3))
+    query.processAllAvailable()
+    seen, said = len(status_rows(spark, "check_3_3")), {}
+    for number, (step, deliveries) in enumerate(STEPS, 1):
+        for machines, seconds in deliveries:
+            deliver(folder, str(number), machines, seconds)
+        query.processAllAvailable()
+        rows = status_rows(spark, "check_3_3")
+        said[step] = [(m, s, p, clock(t)[:8]) for m, s, p, t in rows[seen:]]
+        seen = len(rows)
+    query.stop()
+    return said
+
+
+@exercise("3.3", timeout=150)
+def test_silence_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
+    predicted = nb.SILENCE
+    steps = [step for step, _ in STEPS]
+    if not isinstance(predicted, dict) or sorted(predicted) != sorted(steps):
+        raise CheckFailed(
+            f"SILENCE should be a dict with the keys {steps}, each a list of rows; it is "
+            f"{predicted!r}."
+        )
+    answer = {step: sorted(tuple(r) for r in predicted[step]) for step in steps}
+    spark_says = _silence_in_spark(spark, tmp_path / "in", checkpoint_dir)
+    spark_says = {
+        step: sorted(rows, key=lambda r: (r[3], r[0])) for step, rows in spark_says.items()
+    }
+    answer = {step: sorted(rows, key=lambda r: (r[3], r[0])) for step, rows in answer.items()}
+    hint = ""
+    if answer["everyone stops"]:
+        hint = (
+            "An event-time timeout fires only in a micro-batch whose watermark has passed it, "
+            "and the watermark moves only when events arrive."
+        )
+    elif answer["Producer 1 comes back"] != spark_says["Producer 1 comes back"]:
+        hint = (
+            "Producer 1's heartbeat moves the watermark too: which timeouts does it pass, and "
+            "with what time is each Unhealthy row stamped?"
+        )
+    expect_equal(
+        answer,
+        spark_says,
+        "Your prediction against what the seed emitted at each step.",
+        hint=hint,
     )
 
 
@@ -500,44 +610,42 @@ def run_batches(query, count: int) -> None:
     while query.lastProgress is None or query.lastProgress["batchId"] < count - 1:
         if query.awaitTermination(0.1):
             error = query.exception()
-            raise (
-                AssertionError(f"The query stopped: {error}")
+            raise CheckFailed(
+                f"The query stopped: {str(error)[:300]}"
                 if error
-                else AssertionError(
-                    "The query stopped on its own: start it without trigger(availableNow=True)."
-                )
+                else "The query stopped on its own: a monitor runs until it is stopped."
             )
 
 
-@exercise("3.3", timeout=120)
+@exercise("3.4", timeout=150)
 def test_fix_notices_silence_without_new_events(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     folder.mkdir()
     deliver(folder, "a", ["m1", "m2"], [0, 1])
     status = nb.fixed_status(
-        spark.readStream.schema(SCHEMA).json(str(folder)),
-        nb.heartbeat_processing_time_transition,
-        1,
+        spark.readStream.schema(SCHEMA).json(str(folder)), reference_transition, 1
     )
     query = start(
         status,
-        "check_3_3",
+        "check_3_4",
         checkpoint_dir,
         "fixed_status",
-        PROCESSING,
+        "ProcessingTimeTimeout",
         processingTime="500 milliseconds",
     )
     # Batch 0 reads the file; batch 1 has no data, and its clock is past the 1 ms timeouts.
     run_batches(query, 2)
     query.stop()
-    rows = status_rows(spark, "check_3_3")
-    expected = SEED_FIRST + [
-        ("m1", UNHEALTHY, HEALTHY, at(1) + 1),
-        ("m2", UNHEALTHY, HEALTHY, at(1) + 1),
-    ]
-    assert rows == expected, (
-        f"With a 1 ms processing-time timeout, the micro-batch after the data (no new events) "
-        f"should turn both machines Unhealthy: expected {show(expected)}; got {show(rows)}. "
-        "Does fixed_status use GroupStateTimeout.ProcessingTimeTimeout, and the transition "
-        "state.setTimeoutDuration(timeout_ms)?"
+    expect_equal(
+        status_rows(spark, "check_3_4"),
+        SEED_FIRST
+        + [
+            ("m1", UNHEALTHY, HEALTHY, at(1) + 1),
+            ("m2", UNHEALTHY, HEALTHY, at(1) + 1),
+        ],
+        "With a 1 ms processing-time timeout, the micro-batch after the data, which has no "
+        "new events, turns both machines Unhealthy, stamped last seen + 1 ms.",
+        show=show,
+        hint="fixed_status should hand the transition arm_processing_time as its arm, and "
+        "arm_processing_time should set a duration on Spark's clock.",
     )

@@ -1,18 +1,21 @@
 """Checks for lab 05 · Restart recovery.
 
-Pure Python first: the checkpoint summary on checkpoint folders built here (5.1), the audit
-(5.5), and the catch-up processor on ``TwsTester``, fed from partition logs in micro-batches
-whose processing time the check sets, downtime and backlogs included (5.6). Then Spark: the sink (5.2), restarts and a staged crash on
-one checkpoint (5.3), the state data source on a checkpoint of the course's reference
-processor (5.4), and the catch-up processor over files read with ``maxFilesPerTrigger``
-(5.6). Every Spark run uses ``trigger(availableNow=True)``; no check sleeps or reads the
-wall clock, and each verdict depends on the data only.
+Pure Python first: the restart plan on checkpoint folders built here (5.1), the audit (5.5),
+and the three steps of the catch-up processor on ``TwsTester``, fed from partition logs in
+micro-batches in Spark's order (``streamlab.tws_batches.spark_batch``) whose processing time
+the check sets, downtime and backlogs included (5.6 to 5.8). Each step is graded with the
+course's code for the other two, so that it passes or fails on its own. Then Spark: the sink
+(5.2), three lives of one query (5.3), the state data source on a checkpoint of the course's
+lab 04 processor (5.4), the catch-up over files read with ``maxFilesPerTrigger`` (5.8), and
+restarts with other settings or another state (5.9). Every Spark run uses
+``trigger(availableNow=True)``; no check sleeps, and each verdict depends on the data only.
 """
 
 import json
 import os
+import re
+import shutil
 import sys
-import threading
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,9 +26,12 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from streamlab.grading import exercise
+from streamlab.grading import CheckFailed, exercise, expect_equal
 from streamlab.grading.heartbeat_checks import ReferenceHeartbeatProcessor
 from streamlab.grading.verdict import query_cause
+from streamlab.monitor import batch_writer
+from streamlab.solutions import load_solution
+from streamlab.tws_batches import pending_timers, register_timer, spark_batch
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -34,12 +40,14 @@ INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 PARTITIONS = "spark.sql.shuffle.partitions"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 START_MS = round(START.timestamp() * 1000)
 
 
-# --- 5.1 · the checkpoint's anatomy -----------------------------------------------------
+# --- 5.1 · what a restart will do ----------------------------------------------------------
 
 
 def _conf(partitions: int = 2) -> dict:
@@ -57,20 +65,18 @@ def _file(path: Path, text: str, crc: bool = True) -> None:
         (path.parent / f".{path.name}.crc").write_bytes(b"crc")
 
 
+def _stamp(batch: int) -> int:
+    return 1_795_000_000_000 + 1_000 * batch
+
+
 def _fake_checkpoint(
-    root: Path,
-    planned: int,
-    committed: int,
-    stores: dict | None = None,
-    query_id: str | None = "5f0c1d2e-0000-4000-8000-000000000005",
-    partitions_by_batch: dict | None = None,
+    root: Path, planned: int, committed: int, partitions_by_batch: dict | None = None
 ) -> Path:
     """A checkpoint folder laid out as Spark 4.3 lays it out, with its clutter."""
-    if query_id is not None:
-        _file(root / "metadata", json.dumps({"id": query_id}))
+    _file(root / "metadata", json.dumps({"id": "5f0c1d2e-0000-4000-8000-000000000005"}))
     for batch in range(planned):
         conf = _conf((partitions_by_batch or {}).get(batch, 2))
-        meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1_795_000_000_000 + batch, "conf": conf}
+        meta = {"batchWatermarkMs": 0, "batchTimestampMs": _stamp(batch), "conf": conf}
         _file(
             root / "offsets" / str(batch),
             "v1\n" + json.dumps(meta) + "\n" + json.dumps({"logOffset": batch}),
@@ -81,129 +87,80 @@ def _fake_checkpoint(
         _file(root / "offsets" / f".{planned}.6c1f0e4a.tmp", "v1\n", crc=False)
     for batch in range(committed):
         _file(root / "commits" / str(batch), 'v1\n{"nextBatchWatermarkMs":0}')
-    for operator, partitions in (stores or {}).items():
-        folder = root / "state" / str(operator)
-        _file(folder / "_metadata" / "v2" / "0", "v2\n{}")
-        _file(folder / "_stateSchema" / "default" / "0_5f0c1d2e", "{}")
-        for partition in range(partitions):
-            _file(folder / str(partition) / "1.changelog", "changes")
-            _file(folder / str(partition) / "1.zip", "snapshot")
-            (folder / str(partition) / "SSTs").mkdir(exist_ok=True)
+    for partition in range(2):
+        _file(root / "state" / "0" / str(partition) / "1.changelog", "changes")
     return root
 
 
-KEYS = {
-    "query_id",
-    "offsets",
-    "commits",
-    "replays_last_batch",
-    "next_batch",
-    "state_stores",
-    "conf",
-}
-
-
-def _summary(nb, root: Path) -> dict:
-    summary = nb.checkpoint_summary(str(root))
-    assert isinstance(summary, dict), (
-        f"checkpoint_summary() should return a dict; it returned {type(summary).__name__}."
-    )
-    missing, extra = KEYS - set(summary), set(summary) - KEYS
-    assert not missing and not extra, (
-        f"checkpoint_summary() should return the keys {sorted(KEYS)}"
-        + (f"; it lacks {sorted(missing)}" if missing else "")
-        + (f"; it has extra keys {sorted(extra)}" if extra else "")
-        + "."
-    )
-    return summary
+def _plan(nb, root: Path) -> dict:
+    plan = nb.restart_plan(str(root))
+    keys = {"next_batch", "replays", "batch_timestamp_ms", "pinned"}
+    if not isinstance(plan, dict) or set(plan) != keys:
+        raise CheckFailed(
+            "restart_plan() should return a dict with exactly these keys.",
+            expected=sorted(keys),
+            actual=sorted(plan) if isinstance(plan, dict) else repr(plan),
+        )
+    return plan
 
 
 @exercise("5.1")
-def test_a_checkpoint_with_every_batch_committed(nb, tmp_path):
-    summary = _summary(
-        nb, _fake_checkpoint(tmp_path / "ckpt", planned=3, committed=3, stores={0: 2})
-    )
-    got = (summary["offsets"], summary["commits"])
-    assert got == ([0, 1, 2], [0, 1, 2]), (
-        f"offsets/ and commits/ both hold batches 0, 1 and 2 (beside .crc and .tmp files): "
-        f"expected [0, 1, 2] twice, as sorted ints; checkpoint_summary() said {got}."
-    )
-    assert summary["replays_last_batch"] is False and summary["next_batch"] == 3, (
-        f"Every planned batch is committed, so a restart plans batch 3 and replays nothing; "
-        f"checkpoint_summary() said next_batch={summary['next_batch']!r}, "
-        f"replays_last_batch={summary['replays_last_batch']!r}."
-    )
-    assert summary["query_id"] == "5f0c1d2e-0000-4000-8000-000000000005", (
-        f"query_id should be the id in the metadata file; it is {summary['query_id']!r}."
+def test_every_planned_batch_committed(nb, tmp_path):
+    expect_equal(
+        _plan(nb, _fake_checkpoint(tmp_path / "ckpt", planned=3, committed=3)),
+        {"next_batch": 3, "replays": False, "batch_timestamp_ms": None, "pinned": _conf()},
+        "offsets/ and commits/ both hold batches 0, 1 and 2 (beside .crc and .tmp files): a "
+        "restart plans a new batch, 3.",
     )
 
 
 @exercise("5.1")
-def test_an_uncommitted_batch_is_replayed(nb, tmp_path):
-    summary = _summary(
-        nb, _fake_checkpoint(tmp_path / "ckpt", planned=5, committed=4, stores={0: 2})
+def test_an_uncommitted_batch_is_replayed_with_its_timestamp(nb, tmp_path):
+    expect_equal(
+        _plan(nb, _fake_checkpoint(tmp_path / "ckpt", planned=5, committed=4)),
+        {"next_batch": 4, "replays": True, "batch_timestamp_ms": _stamp(4), "pinned": _conf()},
+        "Batch 4 is in offsets/ but not in commits/: the query died while running it.",
+        hint="A replayed batch runs again with everything recorded for it, its batch timestamp "
+        "included: read it from that batch's offsets file.",
     )
-    got = (summary["replays_last_batch"], summary["next_batch"])
-    assert got == (True, 4), (
-        f"Batch 4 is in offsets/ but not in commits/: the query died while running it, and a "
-        f"restart runs batch 4 again. Expected replays_last_batch=True, next_batch=4; "
-        f"checkpoint_summary() said {got}."
+
+
+@exercise("5.1")
+def test_a_first_batch_that_never_committed(nb, tmp_path):
+    root = _fake_checkpoint(tmp_path / "ckpt", planned=1, committed=0)
+    expect_equal(
+        _plan(nb, root),
+        {"next_batch": 0, "replays": True, "batch_timestamp_ms": _stamp(0), "pinned": _conf()},
+        "offsets/0 was written but the query died before any commit (there is no commits/ folder).",
     )
 
 
 @exercise("5.1")
 def test_a_checkpoint_that_never_ran_a_batch(nb, tmp_path):
-    summary = _summary(nb, _fake_checkpoint(tmp_path / "ckpt", planned=0, committed=0))
-    got = {
-        k: summary[k]
-        for k in ("offsets", "commits", "replays_last_batch", "next_batch", "state_stores", "conf")
-    }
-    expected = {
-        "offsets": [],
-        "commits": [],
-        "replays_last_batch": False,
-        "next_batch": 0,
-        "state_stores": [],
-        "conf": {},
-    }
-    assert got == expected, (
-        f"A query that started but never ran a batch leaves only metadata: no offsets/, "
-        f"commits/ or state/ folder. Expected {expected}; checkpoint_summary() said {got}."
+    expect_equal(
+        _plan(nb, _fake_checkpoint(tmp_path / "ckpt", planned=0, committed=0)),
+        {"next_batch": 0, "replays": False, "batch_timestamp_ms": None, "pinned": {}},
+        "A query that started but never planned a batch leaves only its metadata: no offsets/ "
+        "or commits/ folder.",
     )
-    summary = _summary(nb, _fake_checkpoint(tmp_path / "empty", 0, 0, query_id=None))
-    assert summary["query_id"] is None, (
-        f"Without a metadata file, query_id should be None; it is {summary['query_id']!r}."
+    (tmp_path / "empty").mkdir()
+    expect_equal(
+        _plan(nb, tmp_path / "empty"),
+        {"next_batch": 0, "replays": False, "batch_timestamp_ms": None, "pinned": {}},
+        "An empty checkpoint folder.",
     )
 
 
 @exercise("5.1")
-def test_state_stores_in_numeric_order(nb, tmp_path):
-    summary = _summary(
-        nb, _fake_checkpoint(tmp_path / "ckpt", planned=1, committed=1, stores={0: 12, 1: 2})
-    )
-    expected = [f"0/{p}" for p in range(12)] + ["1/0", "1/1"]
-    assert summary["state_stores"] == expected, (
-        f"Two operators, the first with 12 partitions, the second with 2, should give "
-        f"{expected[:3]} ... {expected[-3:]} (numeric order: 0/2 before 0/10; _metadata and "
-        f"_stateSchema are not stores); checkpoint_summary() said {summary['state_stores']}."
-    )
-
-
-@exercise("5.1")
-def test_conf_comes_from_the_newest_plan(nb, tmp_path):
+def test_pinned_comes_from_the_newest_plan(nb, tmp_path):
     root = _fake_checkpoint(
-        tmp_path / "ckpt",
-        planned=3,
-        committed=2,
-        stores={0: 2},
-        partitions_by_batch={0: 2, 1: 2, 2: 7},
+        tmp_path / "ckpt", planned=12, committed=12, partitions_by_batch={9: 5, 11: 7}
     )
-    conf = _summary(nb, root)["conf"]
-    assert (
-        isinstance(conf, dict) and conf.get(PARTITIONS) == "7" and conf.get(PROVIDER) == ROCKSDB
-    ), (
-        f"conf should be the 'conf' object of the newest offsets file (offsets/2 here, which "
-        f"pins 7 shuffle partitions; its second line is JSON); checkpoint_summary() said {conf!r}."
+    expect_equal(
+        _plan(nb, root),
+        {"next_batch": 12, "replays": False, "batch_timestamp_ms": None, "pinned": _conf(7)},
+        "Batches 0 to 11 planned and committed; offsets/11, the newest (after offsets/9: compare "
+        "the numbers as numbers), pins 7 shuffle partitions.",
     )
 
 
@@ -232,76 +189,138 @@ CLEAN = [
 
 def _audit(nb, transitions, states) -> list:
     problems = nb.audit(transitions, states)
-    assert isinstance(problems, list), f"audit() should return a list; it returned {problems!r}."
-    for problem in problems:
-        assert isinstance(problem, tuple) and len(problem) == 2, (
-            f"audit() should return (machine_name, problem) tuples; it returned {problems!r}."
+    if not isinstance(problems, list) or not all(
+        isinstance(p, tuple) and len(p) == 2 for p in problems
+    ):
+        raise CheckFailed(
+            "audit() should return a list of (machine_name, problem) tuples.",
+            expected="a list of 2-tuples",
+            actual=repr(problems),
         )
     return problems
 
 
 @exercise("5.5")
 def test_a_clean_run_has_no_problem(nb):
-    problems = _audit(nb, CLEAN, {"m1": HEALTHY, "m2": HEALTHY})
-    assert problems == [], (
-        f"Every transition follows from the one before and the state agrees: audit() should "
-        f"return []; it returned {problems}."
-    )
-    retired = _audit(nb, CLEAN, {"m2": HEALTHY})
-    assert retired == [], (
-        f"A machine with transitions but no state (m1, retired) is fine; audit() returned {retired}."
+    expect_equal(
+        [
+            _audit(nb, CLEAN, {"m1": HEALTHY, "m2": HEALTHY}),
+            _audit(nb, CLEAN, {"m2": HEALTHY}),
+        ],
+        [[], []],
+        "Every transition follows from the one before and the state agrees; then the same with "
+        "m1 absent from the state (retired), which is fine.",
     )
 
 
 @exercise("5.5")
 def test_a_batch_written_twice_is_a_duplicate(nb):
     twice = CLEAN[:4] + CLEAN[2:4] + CLEAN[4:]
-    problems = _audit(nb, twice, {"m1": HEALTHY, "m2": HEALTHY})
-    assert sorted(problems) == [("m1", "duplicate"), ("m2", "duplicate")], (
-        f"Batch 1 appears twice (both machines' Initializing -> Healthy rows repeated): expected "
-        f"one ('m1', 'duplicate') and one ('m2', 'duplicate'); audit() returned {problems}."
+    expect_equal(
+        _audit(nb, twice, {"m1": HEALTHY, "m2": HEALTHY}),
+        [("m1", "duplicate"), ("m2", "duplicate")],
+        "Batch 1 appears twice: both machines' Initializing -> Healthy rows repeated.",
     )
 
 
 @exercise("5.5")
 def test_a_missing_transition_is_lost(nb):
     gap = [r for r in CLEAN if not (r["machine_name"] == "m2" and r["status"] == UNHEALTHY)]
-    problems = _audit(nb, gap, {"m1": HEALTHY, "m2": HEALTHY})
-    assert problems == [("m2", "lost")], (
-        f"m2's Healthy -> Unhealthy row is missing, so its Unhealthy -> Healthy row does not "
-        f"follow from Healthy: expected [('m2', 'lost')]; audit() returned {problems}."
-    )
-    first_lost = _audit(nb, CLEAN[2:3], {"m1": HEALTHY})
-    assert first_lost == [("m1", "lost")], (
-        f"A machine whose first row is Initializing -> Healthy lost its None -> Initializing "
-        f"row: expected [('m1', 'lost')]; audit() returned {first_lost}."
+    expect_equal(
+        [
+            _audit(nb, gap, {"m1": HEALTHY, "m2": HEALTHY}),
+            _audit(nb, CLEAN[2:3], {"m1": HEALTHY}),
+        ],
+        [[("m2", "lost")], [("m1", "lost")]],
+        "m2's Healthy -> Unhealthy row is missing, so its Unhealthy -> Healthy row does not "
+        "follow from Healthy; then a machine whose first row is Initializing -> Healthy.",
     )
 
 
 @exercise("5.5")
 def test_the_state_must_agree_with_the_output(nb):
-    problems = _audit(nb, CLEAN, {"m1": UNHEALTHY, "m2": HEALTHY, "m3": INITIALIZING})
-    assert sorted(problems) == [("m1", "state"), ("m3", "state")], (
-        f"The state says m1 is Unhealthy (its rows end Healthy) and holds m3, which has no rows "
-        f"(they end in None): expected ('m1', 'state') and ('m3', 'state'); audit() returned "
-        f"{problems}."
+    expect_equal(
+        _audit(nb, CLEAN, {"m3": INITIALIZING, "m1": UNHEALTHY, "m2": HEALTHY}),
+        [("m1", "state"), ("m3", "state")],
+        "The state says m1 is Unhealthy (its rows end Healthy) and holds m3, which has no rows "
+        "(they end in None). State problems come last, by machine name.",
     )
 
 
 @exercise("5.5")
-def test_problems_do_not_hide_each_other(nb):
-    messy = CLEAN[:4] + [CLEAN[3]] + [_t("m1", UNHEALTHY, HEALTHY, 12, 7)]
-    problems = _audit(nb, messy, {"m1": HEALTHY, "m2": UNHEALTHY})
-    assert sorted(problems) == [("m1", "lost"), ("m2", "duplicate"), ("m2", "state")], (
-        f"m2's Healthy row is repeated, m1 recovers from an Unhealthy it never reported, and the "
-        f"state says m2 is Unhealthy: expected ('m1', 'lost'), ('m2', 'duplicate'), "
-        f"('m2', 'state'); audit() returned {problems}. After a bad row, carry on from its status."
+def test_problems_do_not_hide_each_other_and_keep_their_order(nb):
+    messy = [
+        CLEAN[0],
+        CLEAN[2],
+        CLEAN[2],
+        _t("m1", UNHEALTHY, HEALTHY, 12, 7),
+        CLEAN[1],
+        CLEAN[3],
+        CLEAN[3],
+    ]
+    expect_equal(
+        _audit(nb, messy, {"m1": UNHEALTHY, "m2": UNHEALTHY}),
+        [
+            ("m1", "duplicate"),
+            ("m1", "lost"),
+            ("m2", "duplicate"),
+            ("m1", "state"),
+            ("m2", "state"),
+        ],
+        "m1's Healthy row twice, then a recovery from an Unhealthy it never reported; m2's "
+        "Healthy row twice; and a state that says both are Unhealthy.",
+        hint="After a bad row, carry on from its status; list the transitions' problems in "
+        "their order, then the state's problems by machine name.",
     )
 
 
-# --- 5.6 · catch-up, on TwsTester --------------------------------------------------------
+# --- 5.6 to 5.8 · the catch-up processor on TwsTester ---------------------------------------
 
-PARTITION_OF = {"m1": "0", "m2": "0", "m3": "1", "m4": "1", "m5": "1"}
+PARTITION_OF = {"m1": "0", "m2": "0", "m3": "1", "m4": "1", "m5": "1", "m6": "0"}
+_REFERENCE: list = []
+
+
+def _reference():
+    """Lab 05's solution module: the course's code for the steps not under test."""
+    if not _REFERENCE:
+        _REFERENCE.append(load_solution("05"))
+    return _REFERENCE[0]
+
+
+def _timers_under_test(nb):
+    """5.6: the learner's handleExpiredTimer, the course's handleInputRows and read_until."""
+    ref = _reference()
+    return type(
+        "CatchUpTimersUnderTest",
+        (nb.CatchUpTimers,),
+        {
+            "handleInputRows": ref.CatchUpReader.handleInputRows,
+            "read_until": ref.CatchUpProcessor.read_until,
+        },
+    )
+
+
+def _reader_under_test(nb):
+    """5.7: the learner's handleInputRows, the course's handleExpiredTimer."""
+    ref = _reference()
+    return type(
+        "CatchUpReaderUnderTest",
+        (nb.CatchUpReader,),
+        {"handleExpiredTimer": ref.CatchUpTimers.handleExpiredTimer},
+    )
+
+
+def _read_until_under_test(nb):
+    """5.8: the learner's read_until, the course's handlers."""
+    ref = _reference()
+    return type(
+        "CatchUpProcessorUnderTest",
+        (nb.CatchUpProcessor,),
+        {
+            "handleInputRows": ref.CatchUpReader.handleInputRows,
+            "handleExpiredTimer": ref.CatchUpTimers.handleExpiredTimer,
+        },
+    )
 
 
 def _after_start(when: datetime) -> int:
@@ -312,20 +331,21 @@ def _after_start(when: datetime) -> int:
 def _summ(rows, who: str) -> list[tuple]:
     out = []
     for row in rows:
-        assert isinstance(row, Row), (
-            f"CatchUpProcessor.{who} should yield Row objects (transition_row(...)); it yielded "
-            f"{row!r}."
-        )
         fields = getattr(row, "__fields__", [])
-        assert "noticed_time" in fields, (
-            f"CatchUpProcessor.{who} should yield transition_row(...), with a noticed_time; it "
-            f"yielded a row with {fields}."
-        )
-        for name in ("last_status_change_time", "noticed_time"):
-            assert isinstance(row[name], datetime), (
-                f"{name} should be a datetime (transition_row converts milliseconds); "
-                f"CatchUpProcessor.{who} emitted {row[name]!r}."
+        if not isinstance(row, Row) or "noticed_time" not in fields:
+            raise CheckFailed(
+                f"{who} should yield transition_row(...) rows.",
+                expected="Row(machine_name, status, previous_status, last_status_change_time, "
+                "noticed_time)",
+                actual=repr(row),
             )
+        for name in ("last_status_change_time", "noticed_time"):
+            if not isinstance(row[name], datetime):
+                raise CheckFailed(
+                    f"{name} should be a datetime (transition_row converts milliseconds).",
+                    expected="a datetime",
+                    actual=repr(row[name]),
+                )
         out.append(
             (
                 row.machine_name,
@@ -342,32 +362,32 @@ def _by_time(row: tuple) -> tuple:
     return row[3], row[0], row[1] or "", row[2]
 
 
-def _describe(rows) -> str:
-    if not rows:
-        return "nothing"
-    return "; ".join(
-        f"{r[0]}: {r[1]} -> {r[2]} at {r[3]} ms"
-        + (f" (noticed at {r[4]} ms)" if len(r) > 4 else "")
-        for r in rows
-    )
-
-
 def _facts(rows) -> list[tuple]:
     """What happened, without when it was noticed."""
     return sorted((r[:4] for r in rows), key=_by_time)
 
 
+ROWS = (
+    "Rows as (machine, previous_status, status, changed at ms, noticed at ms), ms after the start."
+)
+FACTS = "Changes as (machine, previous_status, status, changed at ms), ms after the start."
+
+
 class Hub:
-    """Event hub partitions as logs, read in micro-batches by the catch-up processor on a
+    """Event hub partitions as logs, read in micro-batches by a catch-up processor on a
     TwsTester, in Spark's order: every partition's rows, then the timers that are due. Each row
     carries its sequence number and the newest sequence number its partition held when the
     batch was planned, as the eventhubs source's systemProperties say. Times are ms after START."""
 
-    def __init__(self, nb, timeout_ms: int = 5_000):
-        processor = nb.CatchUpProcessor(timeout_ms=timeout_ms)
-        assert isinstance(processor, StatefulProcessor), (
-            f"CatchUpProcessor should be a StatefulProcessor; it is {type(processor).__name__}."
-        )
+    def __init__(self, processor_class, timeout_ms: int = 5_000):
+        processor = processor_class(timeout_ms=timeout_ms)
+        if not isinstance(processor, StatefulProcessor):
+            raise CheckFailed(
+                "The catch-up processor should be a StatefulProcessor.",
+                expected="a StatefulProcessor",
+                actual=type(processor).__name__,
+            )
+        self.name = processor_class.__name__.replace("UnderTest", "")
         self.tester = TwsTester(processor, timeMode="ProcessingTime")
         self.log = defaultdict(list)  # partition -> [(sent ms, machine)]
         self.read = defaultdict(int)  # partition -> next sequence number to read
@@ -380,11 +400,22 @@ class Hub:
         assert not self.read[partition], "a check sends before it reads (a course bug)"
         self.log[partition] = sorted(self.log[partition] + [(sent, machine) for sent in sent_ms])
 
+    def seed(self, partition: str, machines: dict, timer_ms: int | None) -> None:
+        """A partition as an earlier batch left it: its machines, and its timer if it has one."""
+        names = list(machines)
+        statuses = [machines[n][0] for n in names]
+        lasts = [START_MS + machines[n][1] for n in names]
+        timer = None if timer_ms is None else START_MS + timer_ms
+        self.tester.updateValueState("partition", partition, (names, statuses, lasts, timer))
+        if timer is not None:
+            register_timer(self.tester, partition, timer)
+
     def batch(self, now: int, limit: int | None = None) -> list[tuple]:
         assert now > self.now, "a check's clock must move forward (a course bug)"
         self.now = now
         rows_by_partition = {}
-        for partition, entries in sorted(self.log.items()):
+        for partition in sorted(set(self.log) | set(self.extra)):
+            entries = self.log[partition]
             there = [
                 (self.read[partition] + i, sent, m)
                 for i, (sent, m) in enumerate(entries[self.read[partition] :])
@@ -395,15 +426,21 @@ class Hub:
             rows = [
                 self._row(partition, m, sent, sequence, there[-1][0]) for sequence, sent, m in taken
             ] + self.extra.pop(partition, [])
+            if not self.log[partition]:
+                del self.log[partition]
             if rows:
                 rows_by_partition[partition] = rows
-        self.tester._currentProcessingTimeMs = (
-            START_MS + now
-        )  # setProcessingTime would fire timers first
-        out = []
-        for partition, rows in rows_by_partition.items():
-            out += self._call(lambda p=partition, r=rows: self.tester.test(p, r), "handleInputRows")
-        return out + self._call(self.tester._handleExpiredTimers, "handleExpiredTimer")
+        try:
+            out = spark_batch(self.tester, START_MS + now, rows_by_partition)
+        except TypeError as error:
+            if "NoneType" in str(error) and "iter" in str(error):
+                raise CheckFailed(
+                    f"{self.name}: a handler returned None.",
+                    expected="a generator that yields transition_row(...) for each change",
+                    actual="None",
+                ) from None
+            raise
+        return _summ(out, self.name)
 
     def run(
         self,
@@ -434,20 +471,17 @@ class Hub:
             last_enqueued_sequence_number=last,
         )
 
-    def _call(self, call, who):
-        try:
-            out = call()
-        except TypeError as error:
-            if "NoneType" in str(error) and "iter" in str(error):
-                raise AssertionError(
-                    f"CatchUpProcessor.{who} returned None; it should yield transition_row(...) "
-                    f"for each change (a generator that yields nothing is fine)."
-                ) from None
-            raise
-        return _summ(out, who)
-
     def timers(self, partition: str) -> list[int]:
-        return sorted(t - START_MS for t in self.tester.handle._timers.listTimers(partition))
+        return [t - START_MS for t in pending_timers(self.tester, partition)]
+
+    def state(self, partition: str) -> tuple | None:
+        """(machines as name -> (status, last ms), timer ms) as the state holds them."""
+        value = self.tester.peekValueState("partition", partition)
+        if value is None:
+            return None
+        names, statuses, lasts, timer = value
+        machines = {n: (s, last - START_MS) for n, s, last in zip(names, statuses, lasts)}
+        return machines, None if timer is None else timer - START_MS
 
 
 def _fleet(hub: Hub, machines, first_s: int, last_s: int, skip=()) -> None:
@@ -456,12 +490,15 @@ def _fleet(hub: Hub, machines, first_s: int, last_s: int, skip=()) -> None:
         hub.send(machine, *[s * 1000 for s in range(first_s, last_s + 1) if s not in skip])
 
 
-def _story(nb, down=None, limit=None) -> list[tuple]:
-    """m1, m3, m4 send all along; m2 stops after 11 s; m5 starts at 12 s."""
-    hub = Hub(nb)
-    _fleet(hub, ["m1", "m3", "m4"], 1, 200)
+def _story(processor_class, down=None, limit=None) -> list[tuple]:
+    """m1, m3, m4 send all along; m2 stops after 11 s; m5 starts at 12 s; m6 sends once, at 20 s;
+    m4 pauses from 31 s to 49 s."""
+    hub = Hub(processor_class)
+    _fleet(hub, ["m1", "m3"], 1, 200)
+    _fleet(hub, ["m4"], 1, 200, skip=range(31, 50))
     _fleet(hub, ["m2"], 1, 11)
     _fleet(hub, ["m5"], 12, 200)
+    hub.send("m6", 20_000)
     return hub.run(180_000, down, limit)
 
 
@@ -469,158 +506,324 @@ STORY = [
     ("m2", HEALTHY, UNHEALTHY, 16_000),
     ("m5", None, INITIALIZING, 12_000),
     ("m5", INITIALIZING, HEALTHY, 13_000),
+    ("m6", None, INITIALIZING, 20_000),
+    ("m6", INITIALIZING, UNHEALTHY, 25_000),
+    ("m4", HEALTHY, UNHEALTHY, 35_000),
+    ("m4", UNHEALTHY, HEALTHY, 50_000),
 ]
 
 
+# --- 5.6 · the partition's timer --------------------------------------------------------------
+
+
 @exercise("5.6")
-def test_steady_traffic_is_initializing_then_healthy(nb):
-    hub = Hub(nb)
-    _fleet(hub, PARTITION_OF, 1, 30)
-    rows = hub.run(30_000)
-    expected = sorted(
-        [(m, None, INITIALIZING, 1_000, 1_000) for m in PARTITION_OF]
-        + [(m, INITIALIZING, HEALTHY, 2_000, 2_000) for m in PARTITION_OF],
-        key=_by_time,
+def test_a_quiet_partition_times_out_at_each_deadline(nb):
+    hub = Hub(_timers_under_test(nb))
+    hub.seed("0", {"m1": (HEALTHY, 10_000), "m2": (HEALTHY, 8_000)}, 13_000)
+    hub.seed("1", {"m3": (INITIALIZING, 9_000)}, 14_000)
+    rows = hub.run(20_000, every_ms=500)
+    expect_equal(
+        rows,
+        [
+            ("m2", HEALTHY, UNHEALTHY, 13_000, 13_000),
+            ("m3", INITIALIZING, UNHEALTHY, 14_000, 14_000),
+            ("m1", HEALTHY, UNHEALTHY, 15_000, 15_000),
+        ],
+        f"Partition 0: m1 (Healthy, last heartbeat 10000) and m2 (Healthy, 8000), timer at "
+        f"13000; partition 1: m3 (Initializing, 9000), timer at 14000; batches without rows "
+        f"every 500 ms to 20000, timeout 5000. {ROWS}",
     )
-    assert sorted(rows, key=_by_time) == expected, (
-        f"Five machines sending a heartbeat a second, read every 500 ms: each should be "
-        f"Initializing at its first heartbeat and Healthy at its second, and nothing more, each "
-        f"noticed in the batch that read it. CatchUpProcessor emitted {_describe(rows)}."
+    expect_equal(
+        [hub.state("0"), hub.state("1"), hub.timers("0"), hub.timers("1")],
+        [
+            ({"m1": (UNHEALTHY, 10_000), "m2": (UNHEALTHY, 8_000)}, None),
+            ({"m3": (UNHEALTHY, 9_000)}, None),
+            [],
+            [],
+        ],
+        "Afterwards: each partition's state (machines, recorded timer) and its pending timers. "
+        "Every machine is Unhealthy: nothing can time out, so no timer is left.",
+        hint="Save the machines with the timer rearm() returns, and keep last_heartbeat_ms as it "
+        "was: an Unhealthy machine keeps the time of its last heartbeat.",
     )
 
 
 @exercise("5.6")
-def test_a_silent_machine_is_unhealthy_at_its_deadline_and_healthy_when_back(nb):
-    hub = Hub(nb)
-    _fleet(hub, ["m1"], 1, 40)
-    _fleet(hub, ["m2"], 1, 40, skip=range(11, 20))
-    rows = [
-        r for r in hub.run(40_000) if r[0] == "m2" and r[2] != INITIALIZING and r[1] is not None
-    ]
-    expected = [
-        ("m2", INITIALIZING, HEALTHY, 2_000, 2_000),
-        ("m2", HEALTHY, UNHEALTHY, 15_000, 15_000),
-        ("m2", UNHEALTHY, HEALTHY, 20_000, 20_000),
-    ]
-    assert rows == expected, (
-        f"m2 sent its last heartbeat at 10000 ms and its next at 20000 ms, while m1 on the same "
-        f"partition kept sending and every batch read the partition to its end: expect "
-        f"{_describe(expected)}. Unhealthy belongs at its deadline (10000 + 5000 ms), noticed by the "
-        f"batch at 15000 ms: the partition read to its end holds nothing newer up to now. "
-        f"CatchUpProcessor emitted {_describe(rows)}."
+def test_one_timer_moves_to_the_next_deadline(nb):
+    hub = Hub(_timers_under_test(nb))
+    hub.seed(
+        "0", {"m1": (HEALTHY, 10_000), "m2": (HEALTHY, 10_001), "m6": (UNHEALTHY, 2_000)}, 15_000
+    )
+    rows = hub.batch(15_000)
+    expect_equal(
+        [rows, hub.timers("0"), hub.state("0")],
+        [
+            [("m1", HEALTHY, UNHEALTHY, 15_000, 15_000)],
+            [15_001],
+            (
+                {"m1": (UNHEALTHY, 10_000), "m2": (HEALTHY, 10_001), "m6": (UNHEALTHY, 2_000)},
+                15_001,
+            ),
+        ],
+        "Partition 0: m1 (Healthy, 10000), m2 (Healthy, 10001), m6 (Unhealthy, 2000), timer at "
+        "15000; a batch without rows at exactly 15000: [rows, pending timers, state].",
+        hint="A deadline at now is due. The one timer then goes to the earliest deadline still "
+        "to come (here a millisecond after now), and the state records it.",
+    )
+
+
+@exercise("5.6")
+def test_changes_come_in_deadline_order(nb):
+    hub = Hub(_timers_under_test(nb))
+    hub.seed(
+        "0", {"m1": (HEALTHY, 10_000), "m2": (INITIALIZING, 8_000), "m6": (HEALTHY, 9_000)}, 13_000
+    )
+    expect_equal(
+        hub.batch(16_000),
+        [
+            ("m2", INITIALIZING, UNHEALTHY, 13_000, 16_000),
+            ("m6", HEALTHY, UNHEALTHY, 14_000, 16_000),
+            ("m1", HEALTHY, UNHEALTHY, 15_000, 16_000),
+        ],
+        f"Partition 0: m1 (last heartbeat 10000), m2 (8000), m6 (9000), timer at 13000; the "
+        f"first batch after it comes at 16000. {ROWS}",
+    )
+
+
+@exercise("5.6")
+def test_a_leftover_timer_changes_nothing(nb):
+    hub = Hub(_timers_under_test(nb))
+    hub.seed("0", {"m1": (HEALTHY, 10_000), "m2": (HEALTHY, 10_000)}, 15_000)
+    register_timer(hub.tester, "0", START_MS + 12_000)  # not the timer the state records
+    # The partition's rows of the batch at 20000: a range cut short, read up to 11000 only.
+    hub.extra["0"] = [Hub._row("0", "m1", 11_000, 5, 9), Hub._row("0", "m2", 11_000, 6, 9)]
+    rows = hub.batch(20_000)
+    expect_equal(
+        [rows, hub.timers("0"), hub.state("0")],
+        [[], [20_001], ({"m1": (HEALTHY, 11_000), "m2": (HEALTHY, 11_000)}, 20_001)],
+        "Partition 0 (m1 and m2, last heartbeats at 10000, timer at 15000) also has a leftover "
+        "timer at 12000. The batch at 20000 holds its rows up to 11000 only (a range cut "
+        "short), so their deadlines, 16000, are not known to have passed; the rows handler "
+        "moves the partition's timer to 20001, then the leftover fires: [rows, pending timers, "
+        "state].",
+        hint="Compare the timer that fired (expiredTimerInfo) with the one the state records: "
+        "any other changes nothing.",
     )
 
 
 @exercise("5.6")
 def test_a_fleet_gone_silent_times_out_on_its_timers(nb):
-    hub = Hub(nb)
+    hub = Hub(_timers_under_test(nb))
     _fleet(hub, ["m1", "m2", "m3"], 1, 10)
     _fleet(hub, ["m4"], 1, 8)
     rows = [r for r in hub.run(30_000) if r[2] == UNHEALTHY]
-    expected = [
-        ("m4", HEALTHY, UNHEALTHY, 13_000, 13_000),
-        ("m1", HEALTHY, UNHEALTHY, 15_000, 15_000),
-        ("m2", HEALTHY, UNHEALTHY, 15_000, 15_000),
-        ("m3", HEALTHY, UNHEALTHY, 15_000, 15_000),
-    ]
-    assert sorted(rows, key=_by_time) == expected, (
-        f"Every machine stopped (m4 after 8 s, the others after 10 s) and no row arrives any more: "
-        f"the partitions' timers must do it, each at exactly its earliest deadline. Expected "
-        f"{_describe(expected)}; CatchUpProcessor emitted {_describe(sorted(rows, key=_by_time))}."
+    expect_equal(
+        sorted(rows, key=_by_time),
+        [
+            ("m4", HEALTHY, UNHEALTHY, 13_000, 13_000),
+            ("m1", HEALTHY, UNHEALTHY, 15_000, 15_000),
+            ("m2", HEALTHY, UNHEALTHY, 15_000, 15_000),
+            ("m3", HEALTHY, UNHEALTHY, 15_000, 15_000),
+        ],
+        f"Every machine stopped (m4 after 8 s, the others after 10 s) and no row arrives any "
+        f"more: only the partitions' timers can tell. {ROWS}",
     )
 
 
-@exercise("5.6")
-def test_the_timer_sits_at_the_earliest_deadline(nb):
-    hub = Hub(nb)
-    _fleet(hub, ["m1"], 1, 10)
-    _fleet(hub, ["m2"], 1, 8)
-    hub.run(10_000)
-    assert hub.timers("0") == [13_000], (
-        f"Partition 0's machines last sent at 10000 ms (m1) and 8000 ms (m2): its one timer "
-        f"belongs at the earliest deadline, 13000 ms. It has {hub.timers('0')}. Save the timer "
-        f"rearm() returns."
+# --- 5.7 · heartbeats in event time, every range read to its end ------------------------------
+
+
+def _reader_story(nb, down=None) -> list[tuple]:
+    return _story(_reader_under_test(nb), down)
+
+
+@exercise("5.7")
+def test_steady_traffic_is_initializing_then_healthy(nb):
+    hub = Hub(_reader_under_test(nb))
+    _fleet(hub, ["m1", "m2", "m3", "m4", "m5"], 1, 30)
+    expect_equal(
+        sorted(hub.run(30_000), key=_by_time),
+        sorted(
+            [(m, None, INITIALIZING, 1_000, 1_000) for m in ("m1", "m2", "m3", "m4", "m5")]
+            + [(m, INITIALIZING, HEALTHY, 2_000, 2_000) for m in ("m1", "m2", "m3", "m4", "m5")],
+            key=_by_time,
+        ),
+        f"Five machines sending a heartbeat a second from 1000 to 30000, read every 500 ms. {ROWS}",
+    )
+
+
+@exercise("5.7")
+def test_a_silent_machine_is_unhealthy_at_its_deadline_and_healthy_when_back(nb):
+    hub = Hub(_reader_under_test(nb))
+    _fleet(hub, ["m1"], 1, 40)
+    _fleet(hub, ["m2"], 1, 40, skip=range(11, 20))
+    rows = [r for r in hub.run(40_000) if r[0] == "m2" and r[1] is not None]
+    expect_equal(
+        rows,
+        [
+            ("m2", INITIALIZING, HEALTHY, 2_000, 2_000),
+            ("m2", HEALTHY, UNHEALTHY, 15_000, 15_000),
+            ("m2", UNHEALTHY, HEALTHY, 20_000, 20_000),
+        ],
+        f"m2 sends nothing from 11000 to 19000 while m1, on the same partition, keeps sending "
+        f"and every batch reads the partition to its end. {ROWS}",
+        hint="The partition read to its end holds nothing newer up to read_until's answer: a "
+        "deadline at or before it has passed in silence.",
+    )
+
+
+@exercise("5.7")
+def test_a_backlog_in_one_batch_tells_the_whole_story(nb):
+    restarted = _reader_story(nb, down=(10_000, 130_000))
+    first = [r for r in restarted if r[4] == 130_000]
+    expect_equal(
+        first,
+        sorted(
+            [(*r, 130_000) for r in STORY if r[3] >= 10_000],
+            key=lambda r: (PARTITION_OF[r[0]], *_by_time(r)),
+        ),
+        f"Down from 10000 to 130000 ms; the restart's first batch reads the whole backlog: m2 "
+        f"stopped after 11 s, m5 started at 12 s, m6 sent once at 20 s, m4 paused from 31 to "
+        f"49 s. Its rows, partition 0's and then partition 1's, each in the order the changes "
+        f"happened. {ROWS}",
+        hint="Inside one batch, a machine can fall silent and come back: before each "
+        "heartbeat, the deadlines that passed before it are due.",
     )
 
 
 @pytest.mark.parametrize("down_ms", [3_000, 120_000], ids=["3 s", "2 min"])
-@exercise("5.6")
+@exercise("5.7")
 def test_downtime_is_not_silence(nb, down_ms):
-    live = _story(nb)
-    restarted = _story(nb, down=(10_000, 10_000 + down_ms))
-    after = sorted((r for r in restarted if r[4] >= 10_000), key=_by_time)
-    assert _facts(after) == sorted(STORY, key=_by_time), (
-        f"The query was down from 10000 ms for {down_ms} ms while m1, m3 and m4 kept sending, m2 "
-        f"stopped after 11 s and m5 started at 12 s. After the restart expect exactly "
-        f"{_describe(sorted(STORY, key=_by_time))}: nobody who kept sending is Unhealthy, m2 once "
-        f"at its deadline. CatchUpProcessor emitted {_describe(after)}. The restart's first batch "
-        f"holds every partition's backlog; its rows come before the overdue timers."
-    )
-    assert _facts(restarted) == _facts(live), (
-        f"A query that was down should report the same changes, at the same times, as one that "
-        f"never stopped: {_describe(_facts(live))}; it reported {_describe(_facts(restarted))}."
-    )
-    first = 10_000 + down_ms
-    assert all(
-        r[4] == first for r in after if r[0] == "m5" or (down_ms > 5_000 and r[0] == "m2")
-    ), (
-        f"What happened during the downtime is noticed by the restart's first batch, at {first} ms; "
-        f"CatchUpProcessor emitted {_describe(after)}."
+    live = _reader_story(nb)
+    restarted = _reader_story(nb, down=(10_000, 10_000 + down_ms))
+    expect_equal(
+        _facts(restarted),
+        _facts(live),
+        f"Down from 10000 ms for {down_ms} ms, against the same story without downtime: the "
+        f"same changes, at the same times. {FACTS}",
     )
 
 
-@exercise("5.6")
-def test_a_backlog_read_in_many_batches_gives_the_same_answers(nb):
-    live = _story(nb)
-    limited = _story(nb, down=(10_000, 130_000), limit=3)
-    assert _facts(limited) == _facts(live), (
-        f"After 120 s of downtime the backlog was read three heartbeats per partition per batch "
-        f"(maxEventsPerTrigger): a range cut short is known only up to its newest heartbeat, not "
-        f"up to now. Expected the changes of a query that never stopped, "
-        f"{_describe(_facts(live))}; CatchUpProcessor reported {_describe(_facts(limited))}."
+@exercise("5.7")
+def test_a_heartbeat_at_the_deadline_is_in_time(nb):
+    hub = Hub(_reader_under_test(nb))
+    hub.send("m1", 1_000, 2_000, 7_000, 12_000, 17_001)
+    rows = hub.run(25_000, down=(2_500, 24_000))
+    expect_equal(
+        _facts(rows),
+        [
+            ("m1", None, INITIALIZING, 1_000),
+            ("m1", INITIALIZING, HEALTHY, 2_000),
+            ("m1", HEALTHY, UNHEALTHY, 17_000),
+            ("m1", UNHEALTHY, HEALTHY, 17_001),
+            ("m1", HEALTHY, UNHEALTHY, 22_001),
+        ],
+        f"m1 sends at 1000, 2000, 7000, 12000 and 17001 ms (timeout 5000), the last three read "
+        f"in one batch at 24000 after a downtime. {FACTS}",
+        hint="A heartbeat exactly at the deadline is in time; one a millisecond later is not.",
     )
 
 
-@exercise("5.6")
+@exercise("5.7")
 def test_late_and_duplicate_heartbeats_change_nothing(nb):
-    plain = Hub(nb)
+    plain = Hub(_reader_under_test(nb))
     _fleet(plain, ["m1", "m2"], 1, 20)
     expected = plain.run(20_000)
-    hub = Hub(nb)
+    hub = Hub(_reader_under_test(nb))
     _fleet(hub, ["m1", "m2"], 1, 20)
     out = hub.run(6_000)
     again = Hub._row("0", "m1", 5_000, 9, 9)  # a heartbeat delivered twice
     old = Hub._row("0", "m2", 1_500, None, None)  # one from before the machine's newest
     hub.extra["0"] = [again, old]
-    out += hub.run(20_000)
-    assert _facts(out) == _facts(expected), (
-        f"m1's heartbeat at 5000 ms delivered a second time and a heartbeat of m2 stamped "
-        f"1500 ms arriving after newer ones should change nothing: expected "
-        f"{_describe(_facts(expected))}; CatchUpProcessor emitted {_describe(_facts(out))}."
+    out += hub.run(27_000)
+    # m2 is Unhealthy since 25000; its last heartbeat, at 20000, delivered once more.
+    hub.extra["0"] = [Hub._row("0", "m2", 20_000, 40, 40)]
+    out += hub.run(28_000)
+    expected += plain.run(28_000)
+    expect_equal(
+        _facts(out),
+        _facts(expected),
+        f"m1's heartbeat at 5000 ms delivered a second time, one of m2 stamped 1500 ms arriving "
+        f"after newer ones, and m2's last heartbeat (20000 ms) delivered again after m2 turned "
+        f"Unhealthy, against the same story without them. {FACTS}",
+        hint="A heartbeat no newer than the machine's latest one, equal included, is old news.",
     )
 
 
-@exercise("5.6")
+@exercise("5.7")
 def test_one_value_and_one_timer_per_partition(nb):
-    hub = Hub(nb)
-    _fleet(hub, PARTITION_OF, 1, 30)
+    hub = Hub(_reader_under_test(nb))
+    _fleet(hub, ["m1", "m2", "m3", "m4", "m5"], 1, 30)
+    _fleet(hub, ["m6"], 1, 3)
+    hub.send("m6", 25_001)
     hub.run(30_000)
-    for partition in ("0", "1"):
-        timers = hub.timers(partition)
-        assert len(timers) == 1, (
-            f"A partition with live machines needs exactly one pending timer; partition "
-            f"{partition} has {len(timers)}: {timers}. rearm() moves the old one: call it instead "
-            f"of registering timers yourself."
-        )
-    value = hub.tester.peekValueState("partition", "1")
-    names = sorted(value[0]) if value else []
-    assert names == ["m3", "m4", "m5"], (
-        f"Partition 1's state value should list its machines m3, m4 and m5; it lists {names}. "
-        f"Write the machines back with save()."
+    expect_equal(
+        [hub.timers("0"), hub.state("0"), hub.timers("1"), sorted(hub.state("1")[0])],
+        [
+            [30_001],
+            ({"m1": (HEALTHY, 30_000), "m2": (HEALTHY, 30_000), "m6": (HEALTHY, 25_001)}, 30_001),
+            [35_000],
+            ["m3", "m4", "m5"],
+        ],
+        "After 30 s of heartbeats (m6 only until 3 s, and once more at 25001), at 30000 ms: "
+        "partition 0's pending timers and state (machines, recorded timer), then partition 1's "
+        "timers and machines. m6's deadline is a millisecond after the batch.",
+        hint="rearm() moves the partition's one timer and returns it: save that. Never at or "
+        "before now, but no later than the earliest deadline after it.",
     )
 
 
-# --- Spark plumbing shared by 5.2, 5.3, 5.4 and 5.6 -------------------------------------------
+# --- 5.8 · how far a range is known to be read ------------------------------------------------
+
+
+def _until(nb, rows: list, now_s: float) -> float:
+    processor = nb.CatchUpProcessor(timeout_ms=5_000)
+    return (processor.read_until(rows, START_MS + round(now_s * 1000)) - START_MS) / 1000
+
+
+def _r(second: float, sequence, end, machine: str = "m1") -> Row:
+    return Hub._row("0", machine, round(second * 1000), sequence, end)
+
+
+@exercise("5.8")
+def test_how_far_a_range_is_known_to_be_read(nb):
+    cases = [
+        ("read to its end", [_r(10, 7, 9), _r(11, 8, 9), _r(12, 9, 9)], 13, 13),
+        ("cut short", [_r(10, 7, 15), _r(11, 8, 15), _r(12, 9, 15)], 13, 12),
+        ("without sequence numbers", [_r(10, None, None), _r(12, None, None)], 13, 12),
+        ("one row without the end", [_r(10, 7, 8), _r(12, 8, None)], 13, 12),
+        ("the hub's clock ahead", [_r(10, 7, 8), _r(14, 8, 8)], 13, 14),
+        ("a row without its number", [_r(10, 7, 9), _r(12, None, 9)], 13, 12),
+        ("a repeated row newest, cut", [_r(10, 7, 12), _r(12.5, 3, 12, "m2")], 13, 12.5),
+        ("a late row newest", [_r(10, 7, 12), _r(12.5, None, None, "m2")], 13, 12.5),
+        ("ends that differ", [_r(10, 7, 8), _r(11, 9, 9)], 13, 13),
+    ]
+    expect_equal(
+        [(what, _until(nb, rows, now)) for what, rows, now, _ in cases],
+        [(what, expected) for what, _, _, expected in cases],
+        "read_until(rows, now) for each case, as (case, answer in seconds after the start); the "
+        "rows are (event time, sequence_number, last_enqueued_sequence_number): "
+        + "; ".join(
+            f"{what}: {[(_after_start(r.event_time) / 1000, r.sequence_number, r.last_enqueued_sequence_number) for r in rows]}, now {now}"
+            for what, rows, now, _ in cases
+        ),
+    )
+
+
+@exercise("5.8")
+def test_a_backlog_read_in_many_batches_gives_the_same_answers(nb):
+    live = _story(_read_until_under_test(nb))
+    limited = _story(_read_until_under_test(nb), down=(10_000, 130_000), limit=3)
+    expect_equal(
+        _facts(limited),
+        _facts(live),
+        f"After 120 s of downtime the backlog is read three heartbeats per partition per batch "
+        f"(maxEventsPerTrigger), against the same story without downtime. {FACTS}",
+        hint="A range cut short is known only up to its newest heartbeat, not up to now.",
+    )
+
+
+# --- Spark plumbing shared by 5.2, 5.3, 5.4, 5.8 and 5.9 ---------------------------------------
 
 _mtime = [0]
 
@@ -646,26 +849,44 @@ STATUS_SCHEMA = (
 )
 
 
-def _reference_changes(spark, folder: Path, timeout_ms: int):
+def _reference_changes(spark, folder: Path, timeout_ms: int, processor=None):
     heartbeats = spark.readStream.schema(LAB04_SCHEMA).json(str(folder))
     return heartbeats.groupBy("machine_name").transformWithState(
-        ReferenceHeartbeatProcessor(timeout_ms), STATUS_SCHEMA, "Append", "ProcessingTime"
+        processor or ReferenceHeartbeatProcessor(timeout_ms),
+        STATUS_SCHEMA,
+        "Append",
+        "ProcessingTime",
     )
 
 
-def _run_to_parquet(spark, changes, checkpoint: Path, output: Path, **options) -> None:
+def _start(spark, writer):
+    # Processing-time timers make Spark run a batch every trigger even without data, so an
+    # availableNow query would never end; without no-data batches it ends once input is done.
+    spark.conf.set(NO_DATA_BATCHES, "false")
+    try:
+        return writer.start()
+    finally:
+        spark.conf.unset(NO_DATA_BATCHES)
+
+
+def _run_to_parquet(spark, changes, checkpoint: Path, output: Path) -> None:
     writer = (
         changes.writeStream.format("parquet")
         .option("path", str(output))
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
     )
-    spark.conf.set(NO_DATA_BATCHES, "false")
-    try:
-        query = writer.start()
-    finally:
-        spark.conf.unset(NO_DATA_BATCHES)
-    query.awaitTermination()
+    _start(spark, writer).awaitTermination()
+
+
+def _run_to_batches(spark, changes, checkpoint: Path, output: Path) -> None:
+    """One life of a query into output/batch_id=N folders, replaced on a replay."""
+    writer = (
+        changes.writeStream.foreachBatch(batch_writer(output, "spark"))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+    )
+    _start(spark, writer).awaitTermination()
 
 
 # --- 5.2 · an exactly-once sink -------------------------------------------------------------
@@ -677,20 +898,25 @@ def _frame(spark, machines: list[str], status: str = INITIALIZING):
 
 def _sunk(spark, output: Path) -> list[tuple]:
     df = spark.read.parquet(str(output))
-    assert "batch_id" in df.columns, (
-        f"Reading the sink's folder with spark.read.parquet() should give a batch_id column: "
-        f"name each batch's folder batch_id=<id>. The folder holds "
-        f"{sorted(p.name for p in output.iterdir())}."
-    )
+    if "batch_id" not in df.columns:
+        raise CheckFailed(
+            "Reading the sink's folder with spark.read.parquet() should give a batch_id column: "
+            "name each batch's folder batch_id=<id>.",
+            expected="folders batch_id=0, batch_id=1, ...",
+            actual=sorted(p.name for p in output.iterdir()),
+        )
     return sorted((r.batch_id, r.machine_name, r.status) for r in df.collect())
 
 
 def _writer(nb, output: Path):
     write = nb.batch_writer(str(output))
-    assert callable(write), (
-        f"batch_writer(output) should return a function write(batch, batch_id) for "
-        f"foreachBatch; it returned {write!r}."
-    )
+    if not callable(write):
+        raise CheckFailed(
+            "batch_writer(output) should return a function write(batch, batch_id) for "
+            "foreachBatch.",
+            expected="a function",
+            actual=repr(write),
+        )
     return write
 
 
@@ -700,14 +926,18 @@ def test_each_batch_lands_in_its_own_folder(nb, spark, tmp_path):
     write = _writer(nb, output)
     write(_frame(spark, ["m1", "m2"]), 0)
     write(_frame(spark, ["m3"]), 1)
-    folders = sorted(p.name for p in output.iterdir() if not p.name.startswith(("_", ".")))
-    assert folders == ["batch_id=0", "batch_id=1"], (
-        f"Two batches should leave the folders batch_id=0 and batch_id=1 in the output folder "
-        f"(staging folders start with _ and are renamed away); it holds {folders}."
+    expect_equal(
+        [
+            sorted(p.name for p in output.iterdir() if not p.name.startswith(("_", "."))),
+            _sunk(spark, output),
+        ],
+        [
+            ["batch_id=0", "batch_id=1"],
+            [(0, "m1", INITIALIZING), (0, "m2", INITIALIZING), (1, "m3", INITIALIZING)],
+        ],
+        "Two batches written: [the folders readers see, what spark.read.parquet(output) reads "
+        "as (batch_id, machine, status)].",
     )
-    got = _sunk(spark, output)
-    expected = [(0, "m1", INITIALIZING), (0, "m2", INITIALIZING), (1, "m3", INITIALIZING)]
-    assert got == expected, f"The sink should hold {expected}; reading it gives {got}."
 
 
 @exercise("5.2", timeout=120)
@@ -718,105 +948,74 @@ def test_a_retried_batch_replaces_the_first_attempt(nb, spark, tmp_path):
     write(_frame(spark, ["m1"], HEALTHY), 1)
     write(_frame(spark, ["m1", "m2"], HEALTHY), 1)  # batch 1 again, after a crash
     write(_frame(spark, []), 2)  # a batch without transitions
-    got = _sunk(spark, output)
-    expected = [
-        (0, "m1", INITIALIZING),
-        (0, "m2", INITIALIZING),
-        (1, "m1", HEALTHY),
-        (1, "m2", HEALTHY),
-    ]
-    assert got == expected, (
-        f"Batch 1 was written twice, the second attempt with m1 and m2: only that attempt should "
-        f"remain, {expected}; reading the sink gives {got}. Delete batch_id=1 before renaming "
-        f"the new attempt into place."
+    expect_equal(
+        [_sunk(spark, output), (output / "batch_id=2").is_dir()],
+        [
+            [
+                (0, "m1", INITIALIZING),
+                (0, "m2", INITIALIZING),
+                (1, "m1", HEALTHY),
+                (1, "m2", HEALTHY),
+            ],
+            True,
+        ],
+        "Batch 0; batch 1 with m1; batch 1 again with m1 and m2; an empty batch 2: [what the "
+        "sink reads as (batch_id, machine, status), whether batch_id=2 exists].",
+        hint="A second attempt replaces the first: only its rows may remain under batch_id=1. "
+        "An empty batch still gets its folder.",
     )
-    assert (output / "batch_id=2").is_dir(), (
-        "An empty batch should still get its folder, batch_id=2: it records that batch 2 ran."
-    )
 
 
-# --- 5.3 · stop, restart, replay ------------------------------------------------------------
+# --- 5.3 · predict: three lives of one query ------------------------------------------------
 
 
-def _run_once(nb, spark, changes, checkpoint: Path, output: Path, seconds: float = 150) -> None:
-    """The learner's run_once in a thread, so that a query that never ends becomes a message."""
-    outcome: dict = {}
-
-    def run():
-        try:
-            nb.run_once(changes, str(checkpoint), str(output))
-        except BaseException as error:  # reported below, in the check's thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
+def _lives(value) -> dict:
+    if not isinstance(value, dict) or set(value) != {1, 2, 3}:
+        raise CheckFailed(
+            "AFTER_LIFE should be a dict {1: [...], 2: [...], 3: [...]}.",
+            expected="keys 1, 2 and 3",
+            actual=repr(value),
+        )
     try:
-        thread.join(seconds)
-        if thread.is_alive():
-            for query in spark.streams.active:
-                query.stop()
-            thread.join(30)
-            raise AssertionError(
-                f"run_once() had not returned after {seconds:.0f} s. With processing-time timers "
-                f"Spark runs a micro-batch every trigger even without input, so an availableNow "
-                f'query never ends: set {NO_DATA_BATCHES} to "false" before start() (and unset '
-                f"it afterwards), then awaitTermination()."
-            )
-    finally:
-        spark.conf.unset(NO_DATA_BATCHES)
-    if "error" in outcome:
-        error = outcome["error"]
-        if "is not done yet" in str(error):
-            raise error
-        raise AssertionError(
-            f"run_once() failed: {query_cause(error)}. (An error raised inside foreachBatch comes "
-            f"from batch_writer, exercise 5.2.)"
+        return {life: sorted(tuple(row) for row in rows) for life, rows in value.items()}
+    except TypeError:
+        raise CheckFailed(
+            "Each life of AFTER_LIFE should be a list of (batch_id, machine_name, "
+            "previous_status, status) tuples.",
+            expected="lists of 4-tuples",
+            actual=repr(value),
         ) from None
 
 
-def _transitions(spark, output: Path) -> list[tuple]:
-    rows = spark.read.parquet(str(output)).collect()
-    return sorted(
-        (r.batch_id, r.machine_name, r.previous_status or "", r.status, r.last_status_change_time)
-        for r in rows
-    )
+@exercise("5.3", timeout=300)
+def test_three_lives_of_one_query(nb, spark, tmp_path, checkpoint_dir):
+    predicted = _lives(nb.AFTER_LIFE)
+    incoming, output = tmp_path / "incoming", tmp_path / "output"
+    checkpoint_dir = Path(checkpoint_dir)
 
+    def life() -> list[tuple]:
+        _run_to_batches(spark, _reference_changes(spark, incoming, 60_000), checkpoint_dir, output)
+        return sorted(
+            (r.batch_id, r.machine_name, r.previous_status, r.status)
+            for r in spark.read.parquet(str(output)).collect()
+        )
 
-@exercise("5.3", timeout=480)
-def test_a_restarted_query_carries_its_state_and_writes_each_batch_once(nb, spark, tmp_path):
-    incoming, checkpoint, output = tmp_path / "incoming", tmp_path / "checkpoint", tmp_path / "out"
-    _write(incoming, "a", _lab04_beats(["m1", "m2"]))
-    _run_once(nb, spark, _reference_changes(spark, incoming, 60_000), checkpoint, output)
-    first = [r[:4] for r in _transitions(spark, output)]
-    expected = [(0, "m1", "", INITIALIZING), (0, "m2", "", INITIALIZING)]
-    assert first == expected, (
-        f"The first run over m1 and m2 should write batch 0 with two Initializing rows; the "
-        f"output holds {first}. Use foreachBatch(batch_writer(output))."
-    )
-
-    _write(incoming, "b", _lab04_beats(["m1"]))
-    _run_once(nb, spark, _reference_changes(spark, incoming, 60_000), checkpoint, output)
-    second = _transitions(spark, output)
-    added = [r[:4] for r in second if r[0] == 1]
-    assert added == [(1, "m1", INITIALIZING, HEALTHY)], (
-        f"The second run on the same checkpoint should find m1's state and write batch 1 with "
-        f"m1: Initializing -> Healthy; it wrote {added}. Is the checkpoint location set to "
-        f"`checkpoint`?"
-    )
-
-    commit = checkpoint / "commits" / "1"
-    commit.unlink()
-    (checkpoint / "commits" / ".1.crc").unlink(missing_ok=True)
-    _run_once(nb, spark, _reference_changes(spark, incoming, 60_000), checkpoint, output)
-    third = _transitions(spark, output)
-    assert commit.exists(), (
-        "After a crash staged by deleting commits/1, a restart should run batch 1 again and "
-        "commit it; commits/1 is still missing."
-    )
-    assert third == second, (
-        f"Batch 1 ran again after the staged crash, with the same input, state and batch "
-        f"timestamp: the output should be unchanged, {len(second)} transitions, each once; it "
-        f"now holds {len(third)}: {[r[:4] for r in third]}."
+    lives = {}
+    _write(incoming, "a", _lab04_beats(["Producer 1", "Producer 2", "Producer 3"]))
+    lives[1] = life()
+    _write(incoming, "b", _lab04_beats(["Producer 1", "Producer 2"]))
+    lives[2] = life()
+    newest = max(int(p.name) for p in (checkpoint_dir / "commits").iterdir() if p.name.isdigit())
+    (checkpoint_dir / "commits" / str(newest)).unlink()
+    (checkpoint_dir / "commits" / f".{newest}.crc").unlink(missing_ok=True)
+    lives[3] = life()
+    expect_equal(
+        predicted,
+        lives,
+        "AFTER_LIFE: what the output holds after each life, as (batch_id, machine_name, "
+        "previous_status, status), as Spark ran the three lives with the course's processor.",
+        hint="The state outlives a life; batch ids go on counting; a batch planned but not "
+        "committed runs again, with the same input and state, and the sink replaces its folder.",
     )
 
 
@@ -848,26 +1047,26 @@ def _state_checkpoint(spark, tmp_path_factory) -> tuple[str, int, int]:
 def _columns(df, expected: list[str], name: str) -> None:
     from pyspark.sql import DataFrame
 
-    assert isinstance(df, DataFrame), (
-        f"{name}() should return a DataFrame; it returned {type(df).__name__}."
-    )
-    assert df.columns == expected, (
-        f"{name}() should return the columns {expected}; it returned {df.columns}."
-    )
+    if not isinstance(df, DataFrame):
+        raise CheckFailed(
+            f"{name}() should return a DataFrame.", expected="a DataFrame", actual=type(df).__name__
+        )
+    expect_equal(df.columns, expected, f"The columns of {name}().")
 
 
 @exercise("5.4", timeout=300)
 def test_state_variables(nb, spark, tmp_path_factory):
     checkpoint, _, _ = _state_checkpoint(spark, tmp_path_factory)
-    got = nb.state_variables(spark, checkpoint)
-    assert (
-        isinstance(got, dict)
-        and got.get("machine") == "ValueState"
-        and "TimerState" in got.values()
-    ), (
-        f"The reference processor keeps a value state called machine and processing-time "
-        f"timers: expected {{'machine': 'ValueState', '$procTimers_keyToTimestamp': "
-        f"'TimerState'}}; state_variables() returned {got!r}."
+    metadata = spark.read.format("state-metadata").load(checkpoint).first()
+    expected = {
+        v["stateName"]: v["stateVariableType"]
+        for v in json.loads(metadata.operatorProperties)["stateVariables"]
+    }
+    expect_equal(
+        nb.state_variables(spark, checkpoint),
+        expected,
+        "state_variables() on a checkpoint of lab 04's processor: a value state called machine, "
+        "and the processing-time timers under Spark's internal name.",
     )
 
 
@@ -876,12 +1075,11 @@ def test_machine_states(nb, spark, tmp_path_factory):
     checkpoint, first, second = _state_checkpoint(spark, tmp_path_factory)
     df = nb.machine_states(spark, checkpoint)
     _columns(df, ["machine_name", "status", "last_seen_ms"], "machine_states")
-    got = sorted(tuple(r) for r in df.collect())
-    expected = [("m1", HEALTHY, second), ("m2", UNHEALTHY, first), ("m3", INITIALIZING, second)]
-    assert got == expected, (
-        f"After the two runs the state holds {expected} (m2 timed out; last_seen_ms is the "
-        f"processing time of the batch that last saw each machine); machine_states() returned "
-        f"{got}."
+    expect_equal(
+        sorted(tuple(r) for r in df.collect()),
+        [("m1", HEALTHY, second), ("m2", UNHEALTHY, first), ("m3", INITIALIZING, second)],
+        "machine_states() after two runs: m2 timed out; last_seen_ms is the processing time of "
+        "the batch that last saw each machine.",
     )
 
 
@@ -890,11 +1088,11 @@ def test_machine_timers(nb, spark, tmp_path_factory):
     checkpoint, first, second = _state_checkpoint(spark, tmp_path_factory)
     df = nb.machine_timers(spark, checkpoint)
     _columns(df, ["machine_name", "expires_at_ms"], "machine_timers")
-    got = sorted(tuple(r) for r in df.collect())
-    expected = [("m1", second + 1), ("m2", first + 3_600_000), ("m3", second + 1)]
-    assert got == expected, (
-        f"The pending timers are {expected} (m2's is its retirement timer, an hour after it was "
-        f"last seen); machine_timers() returned {got}."
+    expect_equal(
+        sorted(tuple(r) for r in df.collect()),
+        [("m1", second + 1), ("m2", first + 3_600_000), ("m3", second + 1)],
+        "machine_timers(): the pending timers (m2's is its retirement timer, an hour after it "
+        "was last seen).",
     )
 
 
@@ -903,7 +1101,6 @@ def test_state_history(nb, spark, tmp_path_factory):
     checkpoint, _, _ = _state_checkpoint(spark, tmp_path_factory)
     df = nb.state_history(spark, checkpoint)
     _columns(df, ["batch_id", "change_type", "machine_name", "status"], "state_history")
-    got = sorted(tuple(r) for r in df.collect())
     expected = [
         (0, "update", "m1", INITIALIZING),
         (0, "update", "m2", INITIALIZING),
@@ -911,24 +1108,24 @@ def test_state_history(nb, spark, tmp_path_factory):
         (1, "update", "m2", UNHEALTHY),
         (1, "update", "m3", INITIALIZING),
     ]
-    assert got == expected, (
-        f"The change feed of machine from batch 0 is {expected}; state_history() returned {got}."
-    )
-    since = sorted(tuple(r) for r in nb.state_history(spark, checkpoint, 1).collect())
-    assert since == expected[2:], (
-        f"state_history(spark, checkpoint, 1) should start at batch 1: {expected[2:]}; it "
-        f"returned {since}. Pass since_batch as changeStartBatchId."
+    expect_equal(
+        [
+            sorted(tuple(r) for r in df.collect()),
+            sorted(tuple(r) for r in nb.state_history(spark, checkpoint, 1).collect()),
+        ],
+        [expected, expected[2:]],
+        "[state_history(spark, checkpoint), state_history(spark, checkpoint, 1)]: the change "
+        "feed of machine from batch 0, then from batch 1.",
+        hint="Pass since_batch as changeStartBatchId.",
     )
 
 
-# --- 5.6 · catch-up, on Spark -----------------------------------------------------------------
+# --- 5.8 · catch-up, on Spark ------------------------------------------------------------------
 
 HEARTBEAT_SCHEMA = (
     "partition STRING, machine_name STRING, event_time TIMESTAMP, "
     "sequence_number LONG, last_enqueued_sequence_number LONG"
 )
-
-
 SPARK_MACHINES = ["m1", "m2", "m3", "m4"]
 
 
@@ -943,42 +1140,20 @@ def _hub_rows(machine: str, seconds) -> list[dict]:
     ]
 
 
-def _catch_up(nb, spark, folder: Path, max_files: int | None = None):
-    from pyspark.sql import DataFrame
-
-    reader = spark.readStream.schema(HEARTBEAT_SCHEMA)
-    if max_files:
-        reader = reader.option("maxFilesPerTrigger", max_files)
-    df = nb.catch_up_changes(reader.json(str(folder)), nb.CatchUpProcessor(timeout_ms=5_000))
-    assert isinstance(df, DataFrame) and df.isStreaming, (
-        f"catch_up_changes() should return the streaming DataFrame transformWithState gives, "
-        f"without starting it; it returned {type(df).__name__}."
-    )
-    return df
-
-
-@exercise("5.6", timeout=60)
-def test_catch_up_query_has_the_transition_schema(nb, spark, tmp_path):
-    df = _catch_up(nb, spark, tmp_path)
-    got = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
-    expected = [
-        ("machine_name", "string"),
-        ("status", "string"),
-        ("previous_status", "string"),
-        ("last_status_change_time", "timestamp"),
-        ("noticed_time", "timestamp"),
-    ]
-    assert got == expected, (
-        f"The query's rows should have TRANSITION_SCHEMA, {expected}; they have {got}."
-    )
-
-
-@exercise("5.6", timeout=400)
+@exercise("5.8", timeout=400)
 def test_catch_up_on_spark_over_a_skewed_backlog(nb, spark, tmp_path):
     incoming, checkpoint, output = tmp_path / "incoming", tmp_path / "checkpoint", tmp_path / "out"
+    processor_class = _read_until_under_test(nb)
+
+    def changes(max_files: int | None = None):
+        reader = spark.readStream.schema(HEARTBEAT_SCHEMA)
+        if max_files:
+            reader = reader.option("maxFilesPerTrigger", max_files)
+        return nb.catch_up_changes(reader.json(str(incoming)), processor_class(timeout_ms=5_000))
+
     _write(incoming, "live", sum((_hub_rows(m, range(0, 10)) for m in SPARK_MACHINES), []))
     try:
-        _run_to_parquet(spark, _catch_up(nb, spark, incoming), checkpoint, output)
+        _run_to_parquet(spark, changes(), checkpoint, output)
         for k in range(10):
             p0, p1 = range(10 + 4 * k, 14 + 4 * k), range(10 + 2 * k, 12 + 2 * k)
             _write(
@@ -989,7 +1164,7 @@ def test_catch_up_on_spark_over_a_skewed_backlog(nb, spark, tmp_path):
                 + _hub_rows("m3", p1)
                 + _hub_rows("m4", [s for s in p1 if not 14 < s < 22]),
             )
-        _run_to_parquet(spark, _catch_up(nb, spark, incoming, max_files=1), checkpoint, output)
+        _run_to_parquet(spark, changes(max_files=1), checkpoint, output)
     except Exception as error:
         if "is not done yet" in str(error):
             raise
@@ -998,26 +1173,145 @@ def test_catch_up_on_spark_over_a_skewed_backlog(nb, spark, tmp_path):
         (r.machine_name, r.previous_status, r.status, _after_start(r.last_status_change_time))
         for r in spark.read.parquet(str(output)).collect()
     ]
-    live = sorted((r for r in rows if r[3] < 10_000), key=_by_time)
-    backlog = sorted((r for r in rows if r[3] >= 10_000), key=_by_time)
-    expected_live = sorted(
-        [(m, None, INITIALIZING, 0) for m in SPARK_MACHINES]
-        + [(m, INITIALIZING, HEALTHY, 1_000) for m in SPARK_MACHINES],
-        key=_by_time,
+    expect_equal(
+        sorted(rows, key=_by_time),
+        sorted(
+            [(m, None, INITIALIZING, 0) for m in SPARK_MACHINES]
+            + [(m, INITIALIZING, HEALTHY, 1_000) for m in SPARK_MACHINES]
+            + [
+                ("m4", HEALTHY, UNHEALTHY, 19_000),
+                ("m4", UNHEALTHY, HEALTHY, 22_000),
+                ("m2", HEALTHY, UNHEALTHY, 25_000),
+            ],
+            key=_by_time,
+        ),
+        f"On Spark, from files without sequence numbers: ten seconds of live traffic, then a "
+        f"backlog in ten micro-batches, partition 0 four seconds of event time per batch, "
+        f"partition 1 two; m2 stopped after 20 s, m4 paused from 14 s to 22 s. {FACTS}",
+        hint="Rows without sequence numbers are not known to reach the partition's end.",
     )
-    assert live == expected_live, (
-        f"The first run (every machine, one heartbeat a second from 0 to 9 s) should emit "
-        f"Initializing at 0 ms and Healthy at 1000 ms for each machine; it emitted "
-        f"{_describe(live)}."
-    )
-    expected = [
-        ("m4", HEALTHY, UNHEALTHY, 19_000),
-        ("m4", UNHEALTHY, HEALTHY, 22_000),
-        ("m2", HEALTHY, UNHEALTHY, 25_000),
+
+
+# --- 5.9 · predict: what a checkpoint pins ----------------------------------------------------
+
+
+class _SiteField:
+    """A value state seen with one more field, `site`, that the processor leaves empty."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def get(self):
+        value = self.state.get()
+        return None if value is None else tuple(value)[:2]
+
+    def update(self, value: tuple) -> None:
+        self.state.update((*value, None))
+
+    def clear(self) -> None:
+        self.state.clear()
+
+
+def _with_site(timeout_ms: int):
+    class WithSiteInState(ReferenceHeartbeatProcessor):
+        def init(self, handle):
+            self.handle = handle
+            self.machine = _SiteField(
+                handle.getValueState("machine", "status STRING, last_seen_ms LONG, site STRING")
+            )
+
+    return WithSiteInState(timeout_ms)
+
+
+def _life_with(spark, settings: dict, changes, checkpoint: Path, output: Path) -> dict:
+    before = {key: spark.conf.get(key) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        _run_to_batches(spark, changes, checkpoint, output)
+    except Exception as error:
+        names = re.findall(r"\[([A-Z][A-Z_]{5,})\]", str(error))
+        return {"starts": False, "error": names[-1] if names else type(error).__name__}
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value)
+    return {"starts": True, "error": None}
+
+
+def _prediction(value, name: str) -> dict:
+    if not isinstance(value, dict) or "starts" not in value:
+        raise CheckFailed(
+            f"{name} should be a dict with at least the key 'starts'.",
+            expected="{'starts': ..., ...}",
+            actual=repr(value),
+        )
+    return value
+
+
+@exercise("5.9", timeout=400)
+def test_what_a_checkpoint_pins(nb, spark, tmp_path):
+    predicted = [
+        _prediction(nb.OTHER_SETTINGS, "OTHER_SETTINGS"),
+        _prediction(nb.ONE_MORE_FIELD, "ONE_MORE_FIELD"),
+        _prediction(nb.ONE_MORE_FIELD_AVRO, "ONE_MORE_FIELD_AVRO"),
     ]
-    assert backlog == expected, (
-        f"The second run read a backlog in ten micro-batches, partition 0 four seconds of event "
-        f"time per batch, partition 1 two: m2 stopped after 20 s, m4 paused from 14 s to 22 s, "
-        f"m1 and m3 never stopped. Expected exactly {_describe(expected)}; the query emitted "
-        f"{_describe(backlog)}."
+    incoming, checkpoint, output = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "out"
+    _write(incoming, "a", _lab04_beats(["m1", "m2"]))
+    _run_to_batches(spark, _reference_changes(spark, incoming, 60_000), checkpoint, output)
+
+    _write(incoming, "b", _lab04_beats(["m3"]))
+    other = _life_with(
+        spark,
+        {PARTITIONS: "4", PROVIDER: HDFS},
+        _reference_changes(spark, incoming, 60_000),
+        checkpoint,
+        output,
+    )
+    if other["starts"]:
+        newest = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
+        meta = json.loads((checkpoint / "offsets" / str(newest)).read_text().splitlines()[1])
+        other = {
+            "starts": True,
+            "state_partitions": spark.read.format("state-metadata")
+            .load(str(checkpoint))
+            .first()
+            .numPartitions,
+            "provider": meta["conf"][PROVIDER].rsplit(".", 1)[-1],
+        }
+
+    _write(incoming, "c", _lab04_beats(["m1"]))
+    field = _life_with(
+        spark,
+        {},
+        _reference_changes(spark, incoming, 60_000, _with_site(60_000)),
+        checkpoint,
+        output,
+    )
+
+    avro_in, avro = tmp_path / "avro-in", tmp_path / "avro"
+    _write(avro_in, "a", _lab04_beats(["m1", "m2"]))
+    _life_with(
+        spark,
+        {ENCODING: "avro"},
+        _reference_changes(spark, avro_in, 60_000),
+        avro / "checkpoint",
+        avro / "out",
+    )
+    _write(avro_in, "b", _lab04_beats(["m1"]))
+    field_avro = _life_with(
+        spark,
+        {},
+        _reference_changes(spark, avro_in, 60_000, _with_site(60_000)),
+        avro / "checkpoint",
+        avro / "out",
+    )
+    shutil.rmtree(avro, ignore_errors=True)
+    expect_equal(
+        predicted,
+        [other, field, field_avro],
+        "[OTHER_SETTINGS, ONE_MORE_FIELD, ONE_MORE_FIELD_AVRO], as Spark ran the three restarts "
+        "with the course's lab 04 processor.",
+        hint="What offsets/N records wins over the session, without a word. The state's schema "
+        "is checked against the recorded one at every start; how strictly depends on the "
+        "encoding the checkpoint pinned.",
     )

@@ -1,29 +1,33 @@
 """Checks for lab 06 · RocksDB under the hood.
 
 Pure checks first: the listener fed with progress reports captured from real queries (wrapped
-in a ``QueryProgressEvent`` exactly as Spark wraps them), the settings, the checkpoint reader
-on a folder the check builds, and the planner on figures given in the check. Then Spark checks
-on generated files with ``trigger(availableNow=True)``, asserting on what is in the checkpoint
-and in the progress reports, never on timings. The bucketed processor of 6.6 is driven by
-``TwsTester`` on a clock the check sets, against lab 04's processor and with its state calls
-counted, then run once as a query on files.
+in a ``QueryProgressEvent`` exactly as Spark wraps them), the planner on figures given in the
+check, and the bucketed processor's two handlers, each driven by ``TwsTester`` on a clock the
+check sets, against lab 04's processor, with the other handler taken from the course's
+solution so that each exercise is graded on its own. Then Spark checks on generated files with
+``trigger(availableNow=True)``, asserting on the session's settings, on what is in the
+checkpoint, on the change feed and on the progress reports, never on timings. The predictions
+(6.3, 6.8) are compared with what Spark does on the same input, computed here.
 """
 
 import json
 import math
+import os
 import random
 import re
+import sys
 import time
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pyspark import cloudpickle
 from pyspark.sql import Row
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import QueryProgressEvent
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from streamlab.grading import exercise
+from streamlab.grading import CheckFailed, exercise, expect_equal
 from streamlab.grading.heartbeat_checks import (
     Meter,
     ProcessorStory,
@@ -31,10 +35,13 @@ from streamlab.grading.heartbeat_checks import (
     status_tuples,
 )
 
+# Spark's Python workers cannot import this file: send what it defines by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
-SNAPSHOT_INTERVAL = "spark.sql.streaming.stateStore.minDeltasForSnapshot"
-PREFIX = "spark.sql.streaming.stateStore.rocksdb."
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 BASE_COLUMNS = (
     "query",
     "batch_id",
@@ -53,6 +60,13 @@ CUSTOM_METRICS = (
     "rocksdbSstFileSize",
     "rocksdbPinnedBlocksMemoryUsage",
 )
+
+
+def _solution():
+    """The course's solution of this lab: the other half of a processor graded in halves."""
+    from streamlab.solutions import load_solution
+
+    return load_solution("06")
 
 
 # --- progress reports captured from real queries (PySpark 4.3.0, local[2]) ---------------
@@ -238,30 +252,19 @@ def _expected(report, custom):
 
 
 def _compare(got: list[dict], expected: list[dict], what: str) -> None:
-    assert len(got) == len(expected), (
-        f"{what} should add {len(expected)} row(s), one per state operator; the listener added "
-        f"{len(got)}."
+    """Fail with the rows the listener added against the rows the reports call for."""
+    expect_equal(
+        got,
+        expected,
+        f"{what} should add one row per state operator, with exactly the keys of the table "
+        f"and the report's values.",
     )
-    for row, want in zip(got, expected):
-        missing = [k for k in want if k not in row]
-        extra = [k for k in row if k not in want]
-        assert not missing and not extra, (
-            f"Each row should have exactly the keys {list(want)}. "
-            + (f"Missing: {missing}. " if missing else "")
-            + (f"Unexpected: {extra}." if extra else "")
-        )
-        wrong = {k: (row[k], v) for k, v in want.items() if row[k] != v}
-        assert not wrong, (
-            f"{what}: these values differ from the report (yours, expected): "
-            + ", ".join(f"{k} {a!r} instead of {b!r}" for k, (a, b) in wrong.items())
-            + "."
-        )
 
 
-# --- 6.1 · the listener ------------------------------------------------------------------
+# --- 6.2 · the listener ------------------------------------------------------------------
 
 
-@exercise("6.1")
+@exercise("6.2")
 def test_listener_starts_empty_with_its_custom_metrics(nb):
     listener = _listener(nb)
     assert listener.rows == [], "A new StateMetricsListener should have no rows yet."
@@ -271,7 +274,7 @@ def test_listener_starts_empty_with_its_custom_metrics(nb):
     )
 
 
-@exercise("6.1")
+@exercise("6.2")
 def test_one_row_per_state_operator(nb):
     rows = _feed(_listener(nb), ROCKSDB_REPORT)
     _compare(
@@ -281,7 +284,7 @@ def test_one_row_per_state_operator(nb):
     )
 
 
-@exercise("6.1")
+@exercise("6.2")
 def test_custom_metrics_come_from_the_constructor(nb):
     custom = ["rocksdbPutCount", "rocksdbGetCount"]
     rows = _feed(_listener(nb, custom_metrics=custom), ROCKSDB_REPORT)
@@ -292,7 +295,7 @@ def test_custom_metrics_come_from_the_constructor(nb):
     )
 
 
-@exercise("6.1")
+@exercise("6.2")
 def test_a_metric_the_provider_does_not_report_is_none(nb):
     rows = _feed(_listener(nb), HDFS_REPORT)
     _compare(
@@ -302,7 +305,7 @@ def test_a_metric_the_provider_does_not_report_is_none(nb):
     )
 
 
-@exercise("6.1")
+@exercise("6.2")
 def test_a_stateless_batch_adds_no_row_and_rows_accumulate(nb):
     listener = _listener(nb)
     rows = _feed(listener, STATELESS_REPORT)
@@ -315,6 +318,711 @@ def test_a_stateless_batch_adds_no_row_and_rows_accumulate(nb):
         "Rows should accumulate in self.rows across calls, in the order the batches arrive "
         "(two from the first report, one from the second)."
     )
+
+
+# --- 6.4 · the plan ------------------------------------------------------------------------
+# Example figures for the function, not measurements of anything.
+
+
+def _m(nb, partitions, overhead_ms, rows_per_second):
+    return nb.Measurement(partitions, overhead_ms, rows_per_second)
+
+
+def _figures(nb):
+    return [_m(nb, 2, 400.0, 10_000.0), _m(nb, 4, 600.0, 16_000.0)]
+
+
+def _plan(nb, *args, **kwargs):
+    return nb.plan_query(*args, **kwargs)
+
+
+def _same(plan, expected) -> bool:
+    if plan is None or expected is None:
+        return plan is expected
+    if not isinstance(plan, tuple) or len(plan) != 4:
+        return False
+    return (
+        plan[0] == expected[0]
+        and plan[1] == expected[1]
+        and math.isclose(plan[2], expected[2])
+        and math.isclose(plan[3], expected[3])
+    )
+
+
+def _check_plan(nb, expected, why, *args, **kwargs):
+    plan = _plan(nb, *args, **kwargs)
+    assert plan is None or isinstance(plan, tuple), (
+        f"plan_query() should return a Plan (or None); it returned {type(plan).__name__}."
+    )
+    shown = ", ".join(
+        [
+            *(repr(a) if i != 2 else "measurements" for i, a in enumerate(args)),
+            *(f"{k}={v!r}" for k, v in kwargs.items()),
+        ]
+    )
+    wanted = None if expected is None else nb.Plan(*expected)
+    if not _same(plan, expected):
+        raise CheckFailed(
+            f"plan_query({shown}) with 2 partitions at 400 ms + 10,000 rows/s and 4 at 600 ms + "
+            f"16,000 rows/s: {why}",
+            expected=wanted,
+            actual=plan,
+        )
+
+
+@exercise("6.4")
+def test_the_largest_trigger_that_meets_the_target(nb):
+    _check_plan(
+        nb,
+        (2_000, 2, 600.0, 2_600.0),
+        "5000 ms waits too long; at 2000 ms both keep up and the fewest partitions win.",
+        1_000,
+        3_000,
+        _figures(nb),
+    )
+
+
+@exercise("6.4")
+def test_keeping_up_and_the_target_are_inclusive(nb):
+    _check_plan(
+        nb,
+        (2_000, 2, 2_000.0, 4_000.0),
+        "at 2000 ms, 2 partitions take exactly 2000 ms per batch and reach exactly 4000 ms: "
+        "that still counts.",
+        8_000,
+        4_000,
+        _figures(nb),
+    )
+
+
+@exercise("6.4")
+def test_more_partitions_when_fewer_cannot_keep_up(nb):
+    _check_plan(
+        nb,
+        (5_000, 4, 4_350.0, 9_350.0),
+        "at 10000 ms the latency is too high; at 5000 ms only 4 partitions keep up "
+        "(2 would take 6400 ms per batch).",
+        12_000,
+        12_000,
+        _figures(nb),
+    )
+
+
+@exercise("6.4")
+def test_no_plan_when_nothing_keeps_up(nb):
+    _check_plan(
+        nb,
+        None,
+        "20,000 heartbeats/s is more than either configuration processes.",
+        20_000,
+        60_000,
+        _figures(nb),
+    )
+    _check_plan(
+        nb,
+        None,
+        "a 500 ms target is out of reach: even the 250 ms trigger needs "
+        "425 ms batches, longer than the trigger.",
+        1_000,
+        500,
+        _figures(nb),
+    )
+
+
+@exercise("6.4")
+def test_the_order_of_measurements_does_not_matter(nb):
+    plan = _plan(nb, 1_000, 3_000, list(reversed(_figures(nb))))
+    assert _same(plan, (2_000, 2, 600.0, 2_600.0)), (
+        f"With the measurements in the other order (4 partitions first) the answer is the same: "
+        f"at 2000 ms both keep up and the fewest partitions win, Plan(2000, 2, 600.0, 2600.0). "
+        f"Got {plan}."
+    )
+
+
+@exercise("6.4")
+def test_trigger_choices_and_heartbeat_rate_are_parameters(nb):
+    _check_plan(
+        nb,
+        (700, 2, 470.0, 1_170.0),
+        "only 300 and 700 ms are allowed here.",
+        1_000,
+        3_000,
+        _figures(nb),
+        trigger_choices_ms=(300, 700),
+    )
+    _check_plan(
+        nb,
+        (2_000, 2, 2_000.0, 4_000.0),
+        "4,000 machines sending 2 heartbeats a second are 8,000 rows a second.",
+        4_000,
+        4_000,
+        _figures(nb),
+        heartbeats_per_second=2.0,
+    )
+
+
+@exercise("6.4")
+def test_the_plan_is_a_plan(nb):
+    plan = _plan(nb, 1_000, 3_000, _figures(nb))
+    assert isinstance(plan, nb.Plan), (
+        f"plan_query() should return a Plan(trigger_ms, shuffle_partitions, batch_ms, "
+        f"worst_latency_ms); it returned {type(plan).__name__}: {plan!r}."
+    )
+    assert isinstance(plan.trigger_ms, int) and not isinstance(plan.trigger_ms, bool), (
+        f"Plan.trigger_ms should be one of trigger_choices_ms, an int; it is {plan.trigger_ms!r}."
+    )
+
+
+# --- 6.5 and 6.6 · one state value per bucket of machines ---------------------------------
+
+INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
+
+
+def _strings(value) -> set[str]:
+    """Every string inside a state value, however the processor nests it."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_strings(v) for v in value)) if value else set()
+    return set()
+
+
+def _with_the_courses(yours, method: str):
+    """``yours`` with the course's ``method``: one handler graded at a time."""
+    return type(
+        yours.__name__, (yours,), {method: getattr(_solution().BucketedHeartbeatProcessor, method)}
+    )
+
+
+def yours_inputs(nb):
+    """Your handleInputRows (6.5), with the course's handleExpiredTimer."""
+    return _with_the_courses(nb.BucketedHeartbeats, "handleExpiredTimer")
+
+
+def yours_timer(nb):
+    """Your handleExpiredTimer (6.6), with the course's handleInputRows."""
+    return _with_the_courses(nb.BucketedHeartbeatProcessor, "handleInputRows")
+
+
+class Buckets(ProcessorStory):
+    """A bucketed processor on a TwsTester: buckets of machines, a clock set by the check."""
+
+    def __init__(self, processor_class, timeout_ms: int = 5_000, retire_after_ms: int = 3_600_000):
+        super().__init__(
+            processor_class(timeout_ms=timeout_ms, retire_after_ms=retire_after_ms),
+            processor_class.__name__,
+        )
+
+    def beat(self, *machines: str, bucket: int = 0) -> list[tuple]:
+        """One micro-batch of ``bucket`` at the current time: one heartbeat per name given."""
+        rows = [
+            Row(machine_name=m, machine_time=datetime(2026, 11, 22, tzinfo=UTC)) for m in machines
+        ]
+        return sorted(self.batch(bucket, rows), key=lambda r: (r[0], r[3], r[1]))
+
+    def at(self, ms: int) -> list[tuple]:
+        return sorted(super().at(ms), key=lambda r: (r[0], r[3], r[1]))
+
+    def machines(self, bucket: int = 0) -> set[str]:
+        """The machine names the state of ``bucket`` holds."""
+        handle = self.tester.handle
+        found = set()
+        for group in (handle.value_states, handle.list_states, handle.map_states):
+            for state in group.values():
+                found |= _strings(state.state.get(bucket))
+        return found
+
+    def has_state(self, bucket: int = 0) -> bool:
+        return super().has_state(bucket)
+
+    def timers(self, bucket: int = 0) -> list[int]:
+        return super().timers(bucket)
+
+
+def _bucket(tester, bucket: int = 0):
+    """The bucket's value as plain lists, or None."""
+    value = tester.peekValueState("bucket", bucket)
+    if value is None:
+        return None
+    names, statuses, seen, timer = value
+    return (list(names), list(statuses), list(seen), timer)
+
+
+def _said(rows: list[tuple]) -> str:
+    if not rows:
+        return "nothing"
+    return "; ".join(f"{m}: {p} -> {s} at {t} ms" for m, s, p, t in rows)
+
+
+@exercise("6.5")
+def test_bucketed_first_heartbeats_are_initializing(nb):
+    fleet = Buckets(yours_inputs(nb))
+    fleet.at(1_000)
+    rows = fleet.beat("m1", "m2")
+    expected = [("m1", INITIALIZING, None, 1_000), ("m2", INITIALIZING, None, 1_000)]
+    assert rows == expected, (
+        f"The first heartbeats of two new machines of one bucket, at 1000 ms, should emit "
+        f"{_said(expected)}, one row per machine named after the machine (not the bucket); "
+        f"the processor emitted {_said(rows)}."
+    )
+    assert fleet.machines() >= {"m1", "m2"}, (
+        f"After that batch the bucket's state should hold both machines; it holds "
+        f"{sorted(fleet.machines())}."
+    )
+
+
+@exercise("6.5")
+def test_bucketed_heartbeats_in_one_batch_count_once(nb):
+    fleet = Buckets(yours_inputs(nb))
+    fleet.at(1_000)
+    rows = fleet.beat("m1", "m2", "m1", "m1", "m2")
+    assert [r[:2] for r in rows] == [("m1", INITIALIZING), ("m2", INITIALIZING)], (
+        f"Three heartbeats of m1 and two of m2 in one micro-batch are one piece of news per "
+        f"machine: one Initializing row each. the processor emitted {_said(rows)}."
+    )
+    fleet.at(2_000)
+    rows = fleet.beat("m2", "m1", "m2", "m1", "m1")
+    expected = [("m1", HEALTHY, INITIALIZING, 2_000), ("m2", HEALTHY, INITIALIZING, 2_000)]
+    assert rows == expected, (
+        f"The same heartbeats in the next micro-batch should emit {_said(expected)}; "
+        f"the processor emitted {_said(rows)}."
+    )
+    fleet.at(3_000)
+    rows = fleet.beat("m1", "m2", "m1")
+    assert rows == [], (
+        f"Healthy machines that send more heartbeats have not changed: emit nothing. At 3000 ms "
+        f"the processor emitted {_said(rows)}."
+    )
+
+
+@exercise("6.6")
+def test_bucketed_machines_are_independent(nb):
+    fleet = Buckets(yours_timer(nb))
+    emitted = []
+    for t in range(1_000, 12_000, 1_000):
+        emitted += fleet.at(t)
+        emitted += fleet.beat(*(["m1", "m2"] if t <= 2_000 else ["m1"]), bucket=0)
+        emitted += fleet.beat("m3", bucket=1)
+    m1 = [r[1:] for r in emitted if r[0] == "m1"]
+    m2 = [r[1:] for r in emitted if r[0] == "m2"]
+    m3 = [r[1] for r in emitted if r[0] == "m3"]
+    assert m1 == [(INITIALIZING, None, 1_000), (HEALTHY, INITIALIZING, 2_000)], (
+        f"m1 beats every second and should only go Initializing, then Healthy at 2000 ms; "
+        f"the processor emitted {_said([('m1', *r) for r in m1])} for it. Its "
+        f"bucket-mate m2 going silent must not change m1."
+    )
+    assert m2 == [
+        (INITIALIZING, None, 1_000),
+        (HEALTHY, INITIALIZING, 2_000),
+        (UNHEALTHY, HEALTHY, 7_000),
+    ], (
+        f"m2 beat at 1000 and 2000 ms only, in the same bucket as m1, which kept beating: m2 "
+        f"should turn Unhealthy at 7000 ms, once. the processor emitted "
+        f"{_said([('m2', *r) for r in m2])} for it."
+    )
+    assert m3 == [INITIALIZING, HEALTHY], (
+        f"m3, alone in another bucket and beating every second, should only go Initializing, "
+        f"Healthy; the processor emitted {m3} for it."
+    )
+
+
+@exercise("6.6")
+def test_bucketed_silence_turns_each_machine_unhealthy_once(nb):
+    fleet = Buckets(yours_timer(nb))
+    fleet.at(1_000)
+    fleet.beat("m1", "m2")
+    fleet.at(2_000)
+    fleet.beat("m1", "m2")
+    fleet.at(4_000)
+    fleet.beat("m2")
+    early = fleet.at(6_999)
+    assert early == [], (
+        f"At 6999 ms m1 has been silent for 4999 ms, less than the 5000 ms timeout: emit nothing "
+        f"yet. the processor emitted {_said(early)}."
+    )
+    rows = fleet.at(7_000)
+    assert rows == [("m1", UNHEALTHY, HEALTHY, 7_000)], (
+        f"At 7000 ms m1 has been silent for 5000 ms: emit m1: Healthy -> Unhealthy at 7000 ms, "
+        f"and nothing for m2, seen at 4000 ms. the processor emitted {_said(rows)}."
+    )
+    rows = fleet.at(8_999)
+    assert rows == [], (
+        f"At 8999 ms m2 has been silent for 4999 ms and m1 is already Unhealthy: emit nothing. "
+        f"the processor emitted {_said(rows)}."
+    )
+    rows = fleet.at(9_000)
+    assert rows == [("m2", UNHEALTHY, HEALTHY, 9_000)], (
+        f"At 9000 ms m2 has been silent for 5000 ms: emit m2: Healthy -> Unhealthy at 9000 ms. "
+        f"the processor emitted {_said(rows)}. After a timer fires, register the "
+        f"next one at the earliest deadline of the machines left."
+    )
+    later = []
+    for t in range(10_000, 40_000, 1_000):
+        later += fleet.at(t)
+    assert later == [], (
+        f"An Unhealthy machine that stays silent is reported once; from 10 s to 40 s "
+        f"the processor emitted {_said(later)}."
+    )
+
+
+@exercise("6.6")
+def test_bucketed_unhealthy_is_stamped_when_the_timer_fires(nb):
+    fleet = Buckets(yours_timer(nb))
+    fleet.at(1_000)
+    fleet.beat("m1", "m2")
+    fleet.at(2_000)
+    fleet.beat("m1")
+    rows = fleet.at(9_500)
+    expected = [("m1", UNHEALTHY, HEALTHY, 9_500), ("m2", UNHEALTHY, INITIALIZING, 9_500)]
+    assert rows == expected, (
+        f"No micro-batch ran between 2000 and 9500 ms: at 9500 ms both machines are overdue and "
+        f"turn Unhealthy, stamped with the time the timer fired, as lab 04's processor does: "
+        f"{_said(expected)}. the processor emitted {_said(rows)}."
+    )
+
+
+def _all_unhealthy(processor_class, retire_after_ms: int = 3_600_000) -> Buckets:
+    fleet = Buckets(processor_class, retire_after_ms=retire_after_ms)
+    fleet.at(1_000)
+    fleet.beat("m1", "m2")
+    fleet.at(2_000)
+    fleet.beat("m1", "m2")
+    fleet.at(7_000)  # both Unhealthy: the bucket's timer is now a retirement
+    return fleet
+
+
+@exercise("6.5")
+def test_bucketed_recovery_arms_an_earlier_timer(nb):
+    fleet = _all_unhealthy(yours_inputs(nb))
+    fleet.at(10_000)
+    rows = fleet.beat("m2")
+    expected = [("m2", HEALTHY, UNHEALTHY, 10_000)]
+    assert rows == expected, (
+        f"An Unhealthy machine that sends a heartbeat recovers: {_said(expected)}. "
+        f"the processor emitted {_said(rows)}."
+    )
+    early = fleet.at(14_999)
+    rows = fleet.at(15_000)
+    assert early + rows == [("m2", UNHEALTHY, HEALTHY, 15_000)], (
+        f"m2 recovered at 10000 ms in a bucket whose machines were all Unhealthy, then went "
+        f"silent: it should turn Unhealthy again at 15000 ms; the processor emitted "
+        f"{_said(early + rows)}. The bucket's only timer was a retirement an hour away: when a "
+        f"machine's new deadline is earlier than the armed timer, register one at that deadline."
+    )
+
+
+@exercise("6.5")
+def test_bucketed_newcomer_in_a_quiet_bucket_times_out(nb):
+    fleet = _all_unhealthy(yours_inputs(nb))
+    fleet.at(10_000)
+    rows = fleet.beat("m3")
+    assert rows == [("m3", INITIALIZING, None, 10_000)], (
+        f"A new machine in a bucket that already holds others is Initializing: "
+        f"m3: None -> Initializing at 10000 ms. the processor emitted {_said(rows)}."
+    )
+    rows = fleet.at(15_000)
+    assert rows == [("m3", UNHEALTHY, INITIALIZING, 15_000)], (
+        f"m3 joined a bucket whose machines were all Unhealthy and never beat again: it should "
+        f"turn Unhealthy at 15000 ms; the processor emitted {_said(rows)}. Register "
+        f"a timer when a new machine's deadline is earlier than the bucket's armed timer."
+    )
+
+
+@exercise("6.6")
+def test_bucketed_retirement_is_silent_and_clears_the_bucket(nb):
+    fleet = Buckets(yours_timer(nb), retire_after_ms=30_000)
+    fleet.at(1_000)
+    fleet.beat("m1", "m2")
+    fleet.at(2_000)
+    fleet.beat("m1", "m2")
+    fleet.at(5_000)
+    fleet.beat("m2")
+    fleet.at(7_000)  # m1 Unhealthy
+    fleet.at(10_000)  # m2 Unhealthy
+    rows = fleet.at(31_999)
+    assert {"m1", "m2"} <= fleet.machines(), (
+        f"At 31999 ms m1 has been silent for 29999 ms, less than retire_after_ms (30000): both "
+        f"machines should still be in the bucket's state; it holds {sorted(fleet.machines())}."
+    )
+    rows += fleet.at(32_000)
+    assert "m1" not in fleet.machines() and "m2" in fleet.machines(), (
+        f"At 32000 ms, 30000 ms after its last heartbeat, m1 should be gone from the bucket and "
+        f"m2 (last seen at 5000 ms) still in it; the bucket holds {sorted(fleet.machines())}."
+    )
+    rows += fleet.at(34_999)
+    assert "m2" in fleet.machines(), (
+        f"At 34999 ms m2 has been silent for 29999 ms: it should still be in the bucket; the "
+        f"bucket holds {sorted(fleet.machines())}."
+    )
+    rows += fleet.at(35_000)
+    assert rows == [], (
+        f"Retiring a machine is silent: no output row. the processor emitted "
+        f"{_said(rows)} while retiring m1 and m2."
+    )
+    assert not fleet.has_state(), (
+        f"At 35000 ms the bucket's last machine retired: clear() the bucket's state. It still "
+        f"holds {sorted(fleet.machines()) or 'a value'}."
+    )
+    assert fleet.timers() == [], (
+        f"A bucket whose machines all retired should leave no timer behind; it still has timers "
+        f"at {fleet.timers()} ms. Register a timer only for the machines that are left."
+    )
+
+
+@exercise("6.6")
+def test_bucketed_retired_machine_starts_over(nb):
+    fleet = _all_unhealthy(yours_timer(nb), retire_after_ms=30_000)
+    fleet.at(32_000)
+    fleet.at(40_000)
+    rows = fleet.beat("m1")
+    expected = [("m1", INITIALIZING, None, 40_000)]
+    assert rows == expected, (
+        f"A retired machine that comes back is new again: {_said(expected)}. "
+        f"the processor emitted {_said(rows)}."
+    )
+
+
+@exercise("6.6")
+def test_bucketed_retirement_counts_from_the_last_heartbeat(nb):
+    fleet = _all_unhealthy(yours_timer(nb), retire_after_ms=30_000)
+    fleet.at(20_000)
+    fleet.beat("m1")  # recovery
+    fleet.at(25_000)  # Unhealthy again
+    fleet.at(32_000)  # m2 retires; m1 must not
+    assert "m1" in fleet.machines() and "m2" not in fleet.machines(), (
+        f"m1 recovered at 20000 ms and went silent again, so it retires 30000 ms after that "
+        f"heartbeat, at 50000 ms; m2, silent since 2000 ms, retires at 32000 ms. At 32000 ms the "
+        f"bucket should hold m1 only; it holds {sorted(fleet.machines())}."
+    )
+    rows = fleet.at(50_000)
+    assert rows == [] and not fleet.has_state(), (
+        f"At 50000 ms m1 should be retired without output and the bucket cleared; "
+        f"the processor emitted {_said(rows)} and the bucket "
+        f"{'still holds ' + str(sorted(fleet.machines())) if fleet.has_state() else 'is empty'}."
+    )
+
+
+# --- 6.5 and 6.6 · the same story as lab 04's processor -------------------------------
+
+
+def _same_story_as_lab_04(processor_class):
+    # Twelve machines in three buckets for five minutes: they come, go silent, recover and
+    # retire at random (a fixed seed), with batches 0.5 to 7 s apart.
+    timeout_ms, retire_after_ms = 5_000, 20_000
+    rng = random.Random(606)
+    machines = [f"m{i:02d}" for i in range(12)]
+    bucket_of = {m: i % 3 for i, m in enumerate(machines)}
+    talking = {m: rng.random() < 0.6 for m in machines}
+    reference = TwsTester(
+        ReferenceHeartbeatProcessor(timeout_ms, retire_after_ms), timeMode="ProcessingTime"
+    )
+    fleet = Buckets(processor_class, timeout_ms=timeout_ms, retire_after_ms=retire_after_ms)
+    history, now = [], 0
+    while now < 300_000:
+        now += rng.choice([500, 1_000, 1_000, 1_000, 2_000, 3_000, 7_000])
+        want = sorted(
+            status_tuples(
+                reference.setProcessingTime(now), "LeanHeartbeatProcessor", "handleExpiredTimer"
+            ),
+            key=lambda r: (r[0], r[3], r[1]),
+        )
+        got = fleet.at(now)
+        step = f"the timers due at {now} ms"
+        expect_equal(
+            _said(got),
+            _said(want),
+            f"The bucketed processor should emit what lab 04's processor emits for the same "
+            f"heartbeats. After {'; '.join(history[-4:]) or 'the start'}, {step} (expected: "
+            f"what lab 04 emits).",
+        )
+        for m in machines:
+            if rng.random() < 0.08:
+                talking[m] = not talking[m]
+        beating = [m for m in machines if talking[m] and rng.random() < 0.9]
+        want, got = [], []
+        for m in beating:
+            want += reference.test(
+                m, [Row(machine_name=m, machine_time=None)] * rng.choice([1, 1, 2])
+            )
+        for bucket in range(3):
+            names = [
+                m for m in beating if bucket_of[m] == bucket for _ in range(rng.choice([1, 2]))
+            ]
+            rng.shuffle(names)
+            if names:
+                got += fleet.beat(*names, bucket=bucket)
+        want = sorted(
+            status_tuples(want, "LeanHeartbeatProcessor", "handleInputRows"),
+            key=lambda r: (r[0], r[3], r[1]),
+        )
+        got = sorted(got, key=lambda r: (r[0], r[3], r[1]))
+        step = f"heartbeats of {', '.join(beating) or 'no machine'} at {now} ms"
+        expect_equal(
+            _said(got),
+            _said(want),
+            f"The bucketed processor should emit what lab 04's processor emits for the same "
+            f"heartbeats. After {'; '.join(history[-4:]) or 'the start'}, {step} (expected: "
+            f"what lab 04 emits).",
+        )
+        history.append(step)
+
+
+@exercise("6.5")
+def test_your_heartbeats_tell_the_same_story_as_lab_04(nb):
+    _same_story_as_lab_04(yours_inputs(nb))
+
+
+@exercise("6.6")
+def test_your_timer_tells_the_same_story_as_lab_04(nb):
+    _same_story_as_lab_04(yours_timer(nb))
+
+
+# --- 6.5 and 6.6 · the cost of a batch and the bucket's state ---------------------------
+
+FOUR = ("m1", "m2", "m3", "m4")
+
+
+def _steady_bucket(processor_class) -> tuple[Buckets, Meter]:
+    fleet = Buckets(processor_class)
+    fleet.at(1_000)
+    fleet.beat(*FOUR)
+    fleet.at(2_000)
+    fleet.beat(*FOUR)
+    return fleet, Meter(fleet.tester)
+
+
+@exercise("6.5")
+def test_bucketed_steady_batch_costs_two_state_calls(nb):
+    fleet, meter = _steady_bucket(yours_inputs(nb))
+    for t in range(3_000, 13_000, 1_000):
+        fleet.at(t)
+        meter.take()
+        fleet.beat("m3", "m1", "m4", "m2", "m1")
+        calls = meter.take()
+        assert sum(calls.values()) == 2 and calls["get"] == 1 and calls["update"] == 1, (
+            f"A batch of a bucket whose four machines are all Healthy and beating should cost "
+            f"exactly 2 state calls, one get and one update, however many machines the bucket "
+            f"holds; the processor made {sum(calls.values())} at {t} ms: "
+            f"{Meter.listing(calls)}. The armed timer is already earlier than now + timeout_ms: leave it."
+        )
+
+
+@exercise("6.5")
+def test_a_batch_leaves_the_bucket_as_the_task_says(nb):
+    fleet = Buckets(yours_inputs(nb))
+    tester = fleet.tester
+    fleet.at(1_000)
+    fleet.beat("m1", "m2", "m1")
+    expect_equal(
+        _bucket(tester),
+        (["m1", "m2"], [INITIALIZING, INITIALIZING], [1_000, 1_000], 6_000),
+        "After m1, m2, m1 at 1000 ms in a new bucket (timeout 5000 ms), its value should be "
+        "(names, statuses, last_seen_ms, timer_ms) in the order the machines first came.",
+    )
+    expect_equal(fleet.timers(), [6_000], "The new bucket should have one timer, at 6000 ms.")
+    fleet.at(2_000)
+    fleet.beat("m2")
+    expect_equal(
+        _bucket(tester),
+        (["m1", "m2"], [INITIALIZING, HEALTHY], [1_000, 2_000], 6_000),
+        "After m2 alone at 2000 ms, only m2 changes: Healthy, seen at 2000; the timer at 6000 ms "
+        "is still the earliest deadline.",
+        hint="A machine that did not beat keeps its status and last_seen_ms; the armed timer "
+        "stays when it is earlier than now + timeout_ms.",
+    )
+    expect_equal(fleet.timers(), [6_000], "No new timer was needed at 2000 ms.")
+
+
+@exercise("6.5")
+def test_a_recovering_machine_in_a_silent_bucket_gets_a_timer(nb):
+    fleet = Buckets(yours_inputs(nb), retire_after_ms=30_000)
+    tester = fleet.tester
+    tester.updateValueState("bucket", 0, (["m1"], [UNHEALTHY], [2_000], 32_000))
+    tester.handle.setGroupingKey(0)
+    tester.handle.registerTimer(32_000)
+    fleet.at(10_000)
+    rows = fleet.beat("m1")
+    expect_equal(
+        _said(rows),
+        _said([("m1", HEALTHY, UNHEALTHY, 10_000)]),
+        "A bucket holding m1 Unhealthy (seen at 2000 ms, its retirement timer at 32000): m1 "
+        "beats at 10000 ms and recovers.",
+    )
+    expect_equal(
+        (_bucket(tester)[3], sorted(fleet.timers())),
+        (15_000, [15_000, 32_000]),
+        "After the recovery, the bucket's timer_ms should be 15000 (now + timeout_ms) and a "
+        "timer registered there, before the retirement timer at 32000 (which may stay).",
+        hint="The armed timer was a retirement, later than the new deadline: register one at "
+        "the deadline and keep it as timer_ms.",
+    )
+
+
+@exercise("6.5")
+def test_no_timer_is_registered_when_the_armed_one_is_not_later(nb):
+    fleet = Buckets(yours_inputs(nb))
+    fleet.at(1_000)
+    fleet.beat("m1", "m2")
+    meter = Meter(fleet.tester)
+    fleet.beat("m2", "m1")  # another batch in the same millisecond: its deadline is the timer
+    calls = meter.take()
+    expect_equal(
+        Meter.listing(calls),
+        "get x1, update x1",
+        "Two batches of a bucket in the same millisecond: the second one's deadline (now + "
+        "timeout_ms) is the armed timer itself, so it registers none.",
+        hint="Register a timer only when the bucket has none or the armed one is later than "
+        "now + timeout_ms.",
+    )
+
+
+@exercise("6.6")
+def test_a_superseded_timer_changes_nothing(nb):
+    fleet = Buckets(yours_timer(nb), retire_after_ms=30_000)
+    fleet.at(1_000)
+    fleet.beat("m1")
+    fleet.at(2_000)
+    fleet.beat("m1")
+    fleet.at(7_000)  # m1 Unhealthy: the bucket's timer is its retirement, at 32000
+    fleet.at(10_000)
+    fleet.beat("m1")  # recovered: a timer at 15000; the one at 32000 is superseded
+    for t in range(11_000, 32_000, 1_000):
+        fleet.at(t)
+        fleet.beat("m1")
+    meter = Meter(fleet.tester)
+    rows = fleet.at(32_000)  # only the superseded timer is due now
+    expect_equal(
+        (rows, Meter.listing(meter.take()), fleet.timers()),
+        ([], "get x1", [35_000]),
+        "At 32000 ms the bucket's old retirement timer fires, while the bucket's own timer is "
+        "at 35000 (m1 beats every second): it should read the bucket once and change nothing, "
+        "no row, no timer, no update.",
+        hint="A timer whose time is not the bucket's timer_ms, and that fires while timer_ms "
+        "is still ahead, was superseded: return an empty iterator.",
+    )
+
+
+@exercise("6.6")
+def test_bucketed_one_timer_per_bucket(nb):
+    fleet, meter = _steady_bucket(yours_timer(nb))
+    for t in range(3_000, 63_000, 1_000):
+        meter.take()
+        fleet.at(t)
+        calls = meter.take()
+        assert sum(calls.values()) <= 3, (
+            f"A bucket's timer firing should cost at most 3 state calls (get, one registerTimer "
+            f"at the earliest next deadline, update); at {t} ms the processor made "
+            f"{sum(calls.values())}: {Meter.listing(calls)}."
+        )
+        fleet.beat(*FOUR)
+        timers = fleet.timers()
+        assert len(timers) == 1, (
+            f"A bucket of live machines needs exactly one pending timer, whatever its size; at "
+            f"{t} ms the bucket has {len(timers)}: {timers}. Register one when a batch's deadline "
+            f"is earlier than the armed timer, and one when the armed timer fires."
+        )
 
 
 # --- Spark plumbing ----------------------------------------------------------------------
@@ -339,12 +1047,16 @@ def _settings(spark, settings: dict):
                 spark.conf.set(key, value)
 
 
-def _heartbeats(folder: Path, name: str, machines: list[str]) -> None:
+def _heartbeats(folder: Path, name: str, machines: list[str], order: int | None = None) -> None:
+    """One JSON file of heartbeats; ``order`` fixes the order the file source reads files in."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = [
         json.dumps({"machine_name": m, "machine_time": "2026-11-22T10:00:00Z"}) for m in machines
     ]
-    (folder / f"{name}.json").write_text("\n".join(lines) + "\n")
+    path = folder / f"{name}.json"
+    path.write_text("\n".join(lines) + "\n")
+    if order is not None:
+        os.utime(path, (1_700_000_000 + order,) * 2)
 
 
 def _cause(error: BaseException) -> str:
@@ -427,10 +1139,10 @@ def _wait_for_listener(spark, listener, query, timeout_s: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-# --- 6.1 · the listener on a real query --------------------------------------------------
+# --- 6.2 · the listener on a real query --------------------------------------------------
 
 
-@exercise("6.1", timeout=120)
+@exercise("6.2", timeout=120)
 def test_listener_reads_real_progress_reports(nb, spark, tmp_path, checkpoint_dir):
     incoming = tmp_path / "incoming"
     _heartbeats(incoming, "a", ["m1", "m2", "m3"])
@@ -444,7 +1156,7 @@ def test_listener_reads_real_progress_reports(nb, spark, tmp_path, checkpoint_di
     _compare(listener.rows, expected, f"The {len(reports)} batches of a real query on RocksDB")
 
 
-@exercise("6.1", timeout=120)
+@exercise("6.2", timeout=120)
 def test_registered_listener_hears_every_batch(nb, spark, tmp_path, checkpoint_dir):
     incoming = tmp_path / "incoming"
     for name, machines in (("a", ["m1", "m2"]), ("b", ["m2", "m3"]), ("c", ["m4"])):
@@ -469,844 +1181,149 @@ def test_registered_listener_hears_every_batch(nb, spark, tmp_path, checkpoint_d
     )
 
 
-# --- 6.2 · changelog or snapshot ---------------------------------------------------------
+# --- 6.1 · settings for one query --------------------------------------------------------
+
+UNSET_KEY = "spark.streamlab.check.unsetBefore"
+SETTINGS_HINT = (
+    "spark.conf.unset forgets a key, and Spark's own default applies, not the value the "
+    "session had: remember each key's value before the block and set it back after."
+)
 
 
-def _commit_settings(nb, changelog, interval):
-    settings = nb.commit_settings(changelog, interval)
-    assert isinstance(settings, dict), (
-        f"commit_settings() should return a dict of settings; it returned {type(settings).__name__}."
-    )
-    return settings
-
-
-@exercise("6.2")
-def test_commit_settings_keys_and_values(nb):
-    for changelog, interval in ((True, 10), (False, 10), (True, 3)):
-        settings = _commit_settings(nb, changelog, interval)
-        assert set(settings) == {CHANGELOG, SNAPSHOT_INTERVAL}, (
-            f"commit_settings({changelog}, {interval}) should set exactly {CHANGELOG} and "
-            f"{SNAPSHOT_INTERVAL}; it set {sorted(settings)}."
-        )
-        wrong = {k: v for k, v in settings.items() if not isinstance(v, str)}
-        assert not wrong, (
-            f"Every value should be a string, as Spark stores them; these are not: {wrong}."
-        )
-        expected = {CHANGELOG: "true" if changelog else "false", SNAPSHOT_INTERVAL: str(interval)}
-        assert {k: v.lower() for k, v in settings.items()} == expected, (
-            f"commit_settings({changelog}, {interval}) should be {expected}; it is {settings}."
-        )
-
-
-@exercise("6.2")
-def test_commit_settings_rejects_an_interval_below_one(nb):
-    for interval in (0, -5):
-        try:
-            got = nb.commit_settings(True, interval)
-        except ValueError:
-            continue
-        raise AssertionError(
-            f"commit_settings(True, {interval}) should raise ValueError (a snapshot every "
-            f"{interval} versions makes no sense); it returned {got!r}."
-        )
-
-
-@exercise("6.2", timeout=150)
-def test_the_settings_choose_what_a_commit_writes(nb, spark, tmp_path):
-    incoming = tmp_path / "incoming"
-    for name, machines in (("a", ["m1", "m2", "m3"]), ("b", ["m1", "m4"]), ("c", ["m2"])):
-        _heartbeats(incoming, name, machines)
-
-    changelog_ckpt = tmp_path / "changelog"
-    _run(
-        spark,
-        incoming,
-        changelog_ckpt,
-        "lab06_changelog",
-        _commit_settings(nb, True, 10),
-        "The query with commit_settings(True, 10)",
-    )
-    files = _listing(changelog_ckpt)
-    expected = [(1, "changelog"), (2, "changelog"), (3, "changelog")]
-    assert files == expected, (
-        f"With commit_settings(True, 10), three batches should leave three changelogs and no "
-        f"snapshot in state/0/0: {expected}. The checkpoint holds {files}."
-    )
-
-    snapshot_ckpt = tmp_path / "snapshot"
-    _run(
-        spark,
-        incoming,
-        snapshot_ckpt,
-        "lab06_snapshot",
-        _commit_settings(nb, False, 10),
-        "The query with commit_settings(False, 10)",
-    )
-    files = _listing(snapshot_ckpt)
-    expected = [(1, "snapshot"), (2, "snapshot"), (3, "snapshot")]
-    assert files == expected, (
-        f"With commit_settings(False, 10), every commit is a snapshot: three batches should leave "
-        f"{expected} in state/0/0. The checkpoint holds {files}."
-    )
-
-
-# --- 6.3 · the state store's files -------------------------------------------------------
-
-
-def _touch(path: Path, text: str = "x") -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-
-
-def _fake_checkpoint(root: Path) -> Path:
-    ckpt = root / "checkpoint"
-    p00 = ckpt / "state" / "0" / "0"
-    for name in (
-        "1.changelog",
-        "2.changelog",
-        "2.zip",
-        "10.changelog",
-        ".1.changelog.crc",
-        ".2.zip.crc",
-        ".10.changelog.crc",
-        "3.delta",
-    ):
-        _touch(p00 / name)
-    _touch(p00 / "SSTs" / "000008-5b7e1b2c.sst")
-    _touch(p00 / "_metadata" / "schema")
-    (p00 / "11.zip.tmp").mkdir()
-    _touch(ckpt / "state" / "0" / "1" / "1.zip")
-    _touch(ckpt / "state" / "0" / "1" / ".1.zip.crc")
-    _touch(ckpt / "state" / "1" / "0" / "5.changelog")
-    _touch(ckpt / "offsets" / "0")
-    _touch(ckpt / "commits" / "0")
-    return ckpt
-
-
-@exercise("6.3")
-def test_state_files_reads_versions_and_kinds(nb, tmp_path):
-    ckpt = _fake_checkpoint(tmp_path)
-    got = nb.state_files(str(ckpt))
-    expected = [(1, "changelog"), (2, "changelog"), (2, "snapshot"), (10, "changelog")]
-    assert isinstance(got, list), (
-        f"state_files() should return a list; it returned {type(got).__name__}."
-    )
-    assert got == expected, (
-        f"state/0/0 holds 1.changelog, 2.changelog, 2.zip and 10.changelog, plus .crc files, a "
-        f"3.delta file, the folders SSTs/ and _metadata/: state_files should return {expected}; "
-        f"it returned {got}. Versions are numbers (2 comes before 10)."
-    )
-
-
-@exercise("6.3")
-def test_state_files_takes_operator_and_partition(nb, tmp_path):
-    ckpt = _fake_checkpoint(tmp_path)
-    for args, expected in (((0, 1), [(1, "snapshot")]), ((1, 0), [(5, "changelog")])):
-        got = nb.state_files(str(ckpt), *args)
-        assert got == expected, (
-            f"state_files(checkpoint, operator={args[0]}, partition={args[1]}) should read "
-            f"state/{args[0]}/{args[1]} and return {expected}; it returned {got}."
-        )
-
-
-@exercise("6.3")
-def test_state_files_of_a_missing_folder_is_empty(nb, tmp_path):
-    ckpt = _fake_checkpoint(tmp_path)
-    for path, args in ((ckpt, (0, 7)), (tmp_path / "never-started", (0, 0))):
-        got = nb.state_files(str(path), *args)
-        assert got == [], (
-            f"When state/{args[0]}/{args[1]} does not exist (no commit yet), state_files should "
-            f"return []; it returned {got!r}."
-        )
-
-
-@exercise("6.3", timeout=150)
-def test_state_files_on_a_real_checkpoint(nb, spark, tmp_path, checkpoint_dir):
-    incoming = tmp_path / "incoming"
-    _heartbeats(incoming, "a", ["m1", "m2", "m3", "m4"])
-    _heartbeats(incoming, "b", ["m1", "m5"])
-    snapshots = {CHANGELOG: "false"}
-    _run(spark, incoming, checkpoint_dir, "lab06_files_1", snapshots)
-    _heartbeats(incoming, "c", ["m2", "m6"])
-    _heartbeats(incoming, "d", ["m3"])
-    _run(spark, incoming, checkpoint_dir, "lab06_files_2", {CHANGELOG: "true"})
-    for partition in (0, 1):
-        expected = _listing(checkpoint_dir, 0, partition)
-        got = nb.state_files(checkpoint_dir, 0, partition)
-        assert got == expected, (
-            f"Two batches in snapshot mode, then two in changelog mode on the same checkpoint: "
-            f"state/0/{partition} holds {expected}; state_files returned {got}."
-        )
-    kinds = {kind for _, kind in expected}
-    assert kinds == {"changelog", "snapshot"}, (
-        f"The checkpoint should hold both kinds of file; it holds {expected} (a course bug)."
-    )
-
-
-# --- 6.4 · bounded memory ----------------------------------------------------------------
-
-
-def _bounded(nb, *args, **kwargs):
-    settings = nb.bounded_memory_settings(*args, **kwargs)
-    assert isinstance(settings, dict), (
-        f"bounded_memory_settings() should return a dict of settings; it returned "
-        f"{type(settings).__name__}."
-    )
-    return settings
-
-
-def _number(value):
+@contextmanager
+def _repaired(spark, keys):
+    """Whatever the learner's helper does, the session leaves this check as it came."""
+    saved = {key: spark.conf.get(key, None) for key in keys}
     try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
+        yield saved
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
-@exercise("6.4")
-def test_bounded_memory_settings(nb):
-    for args, (mb, wb, hp) in (((256,), (256, 0.5, 0.1)), ((64, 0.3, 0.2), (64, 0.3, 0.2))):
-        settings = _bounded(nb, *args)
-        keys = {
-            PREFIX + k
-            for k in (
-                "boundedMemoryUsage",
-                "maxMemoryUsageMB",
-                "writeBufferCacheRatio",
-                "highPriorityPoolRatio",
-            )
-        }
-        assert set(settings) == keys, (
-            f"bounded_memory_settings{args} should set exactly {sorted(keys)}; it set "
-            f"{sorted(settings)}."
-        )
-        wrong = {k: v for k, v in settings.items() if not isinstance(v, str)}
-        assert not wrong, (
-            f"Every value should be a string, as Spark stores them; these are not: {wrong}."
-        )
-        assert settings[PREFIX + "boundedMemoryUsage"].lower() == "true", (
-            f'{PREFIX}boundedMemoryUsage should be "true".'
-        )
-        assert settings[PREFIX + "maxMemoryUsageMB"] == str(mb), (
-            f'bounded_memory_settings{args}: maxMemoryUsageMB should be "{mb}" (a whole number '
-            f"of megabytes); it is {settings[PREFIX + 'maxMemoryUsageMB']!r}."
-        )
-        for key, want in (("writeBufferCacheRatio", wb), ("highPriorityPoolRatio", hp)):
-            got = _number(settings[PREFIX + key])
-            assert got is not None and math.isclose(got, want), (
-                f"bounded_memory_settings{args}: {key} should be {want}; it is "
-                f"{settings[PREFIX + key]!r}."
-            )
+def _after(spark, keys) -> dict:
+    return {key: spark.conf.get(key, None) for key in keys}
 
 
-@exercise("6.4")
-def test_bounded_memory_settings_rejects_what_spark_would(nb):
-    cases = [
-        ((0,), "a budget of 0 MB"),
-        ((-64,), "a negative budget"),
-        ((64, 0.9, 0.1), "ratios adding up to 1"),
-        ((64, 0.7, 0.5), "ratios adding up to more than 1"),
-        ((64, -0.1, 0.1), "a negative ratio"),
-    ]
-    for args, why in cases:
+@exercise("6.1", timeout=60, hint=SETTINGS_HINT)
+def test_the_session_is_as_before_after_the_block(nb, spark):
+    settings = {CHANGELOG: "false", PROVIDER: "org.example.NoSuchProvider", UNSET_KEY: "on"}
+    with _repaired(spark, settings) as before:
+        spark.conf.unset(UNSET_KEY)
+        before[UNSET_KEY] = None
+        inside = None
+        with nb.session_settings(spark, settings):
+            inside = _after(spark, settings)
+        after = _after(spark, settings)
+    expect_equal(
+        inside,
+        settings,
+        "Inside the block the session should have every setting given to session_settings.",
+    )
+    expect_equal(
+        after,
+        {CHANGELOG: before[CHANGELOG], PROVIDER: before[PROVIDER], UNSET_KEY: None},
+        "After the block, spark.conf.get(key, None) should give for every key what it gave "
+        "before: the session's changelog setting and provider, and None for a key the session "
+        "did not have.",
+    )
+
+
+@exercise("6.1", timeout=60, hint=SETTINGS_HINT)
+def test_the_session_is_restored_when_the_block_raises(nb, spark):
+    settings = {CHANGELOG: "false"}
+    with _repaired(spark, settings) as before:
+        raised = None
         try:
-            got = nb.bounded_memory_settings(*args)
-        except ValueError:
-            continue
-        raise AssertionError(
-            f"bounded_memory_settings{args} should raise ValueError ({why}); it returned {got!r}."
+            with nb.session_settings(spark, settings):
+                raise KeyError("a query that failed to start")
+        except KeyError as error:
+            raised = error
+        after = _after(spark, settings)
+    if raised is None:
+        raise CheckFailed(
+            "An exception raised inside the block should reach the caller; session_settings "
+            "swallowed it.",
+            hint="Put the restoring code in a finally: clause and do not catch the error.",
         )
+    expect_equal(
+        after,
+        before,
+        "When the block raises, the session should still get its settings back.",
+        hint="A try: ... finally: around the yield runs the restoring code in both cases.",
+    )
 
 
-@exercise("6.4", timeout=150)
-def test_bounded_memory_settings_run_a_query(nb, spark, tmp_path, checkpoint_dir):
+@exercise("6.1", timeout=150, hint=SETTINGS_HINT)
+def test_a_query_after_the_block_commits_changelogs(nb, spark, tmp_path):
     incoming = tmp_path / "incoming"
     _heartbeats(incoming, "a", ["m1", "m2", "m3"])
-    _heartbeats(incoming, "b", ["m3", "m4"])
-    settings = _bounded(nb, 32)
-    query = _run(
-        spark,
-        incoming,
-        checkpoint_dir,
-        "lab06_bounded",
-        settings,
-        "The query with bounded_memory_settings(32)",
-    )
-    totals = [p.stateOperators[0].numRowsTotal for p in query.recentProgress]
-    assert totals == [3, 4], (
-        f"Under bounded memory the query should count the same machines: rows_total [3, 4] after "
-        f"its two batches; it reported {totals}."
-    )
-
-
-# --- 6.5 · the plan ------------------------------------------------------------------------
-# Example figures for the function, not measurements of anything.
-
-
-def _m(nb, partitions, overhead_ms, rows_per_second):
-    return nb.Measurement(partitions, overhead_ms, rows_per_second)
-
-
-def _figures(nb):
-    return [_m(nb, 2, 400.0, 10_000.0), _m(nb, 4, 600.0, 16_000.0)]
-
-
-def _plan(nb, *args, **kwargs):
-    return nb.plan_query(*args, **kwargs)
-
-
-def _same(plan, expected) -> bool:
-    if plan is None or expected is None:
-        return plan is expected
-    if not isinstance(plan, tuple) or len(plan) != 4:
-        return False
-    return (
-        plan[0] == expected[0]
-        and plan[1] == expected[1]
-        and math.isclose(plan[2], expected[2])
-        and math.isclose(plan[3], expected[3])
-    )
-
-
-def _check_plan(nb, expected, why, *args, **kwargs):
-    plan = _plan(nb, *args, **kwargs)
-    assert plan is None or isinstance(plan, tuple), (
-        f"plan_query() should return a Plan (or None); it returned {type(plan).__name__}."
-    )
-    shown = ", ".join(
-        [
-            *(repr(a) if i != 2 else "measurements" for i, a in enumerate(args)),
-            *(f"{k}={v!r}" for k, v in kwargs.items()),
-        ]
-    )
-    wanted = None if expected is None else nb.Plan(*expected)
-    assert _same(plan, expected), (
-        f"plan_query({shown}) with 2 partitions at 400 ms + 10,000 rows/s and 4 at 600 ms + "
-        f"16,000 rows/s: {why} Expected {wanted}; got {plan}."
-    )
-
-
-@exercise("6.5")
-def test_the_largest_trigger_that_meets_the_target(nb):
-    _check_plan(
-        nb,
-        (2_000, 2, 600.0, 2_600.0),
-        "5000 ms waits too long; at 2000 ms both keep up and the fewest partitions win.",
-        1_000,
-        3_000,
-        _figures(nb),
-    )
-
-
-@exercise("6.5")
-def test_keeping_up_and_the_target_are_inclusive(nb):
-    _check_plan(
-        nb,
-        (2_000, 2, 2_000.0, 4_000.0),
-        "at 2000 ms, 2 partitions take exactly 2000 ms per batch and reach exactly 4000 ms: "
-        "that still counts.",
-        8_000,
-        4_000,
-        _figures(nb),
-    )
-
-
-@exercise("6.5")
-def test_more_partitions_when_fewer_cannot_keep_up(nb):
-    _check_plan(
-        nb,
-        (5_000, 4, 4_350.0, 9_350.0),
-        "at 10000 ms the latency is too high; at 5000 ms only 4 partitions keep up "
-        "(2 would take 6400 ms per batch).",
-        12_000,
-        12_000,
-        _figures(nb),
-    )
-
-
-@exercise("6.5")
-def test_no_plan_when_nothing_keeps_up(nb):
-    _check_plan(
-        nb,
-        None,
-        "20,000 heartbeats/s is more than either configuration processes.",
-        20_000,
-        60_000,
-        _figures(nb),
-    )
-    _check_plan(
-        nb,
-        None,
-        "a 500 ms target is out of reach: even the 250 ms trigger needs "
-        "425 ms batches, longer than the trigger.",
-        1_000,
-        500,
-        _figures(nb),
-    )
-
-
-@exercise("6.5")
-def test_the_order_of_measurements_does_not_matter(nb):
-    plan = _plan(nb, 1_000, 3_000, list(reversed(_figures(nb))))
-    assert _same(plan, (2_000, 2, 600.0, 2_600.0)), (
-        f"With the measurements in the other order (4 partitions first) the answer is the same: "
-        f"at 2000 ms both keep up and the fewest partitions win, Plan(2000, 2, 600.0, 2600.0). "
-        f"Got {plan}."
-    )
-
-
-@exercise("6.5")
-def test_trigger_choices_and_heartbeat_rate_are_parameters(nb):
-    _check_plan(
-        nb,
-        (700, 2, 470.0, 1_170.0),
-        "only 300 and 700 ms are allowed here.",
-        1_000,
-        3_000,
-        _figures(nb),
-        trigger_choices_ms=(300, 700),
-    )
-    _check_plan(
-        nb,
-        (2_000, 2, 2_000.0, 4_000.0),
-        "4,000 machines sending 2 heartbeats a second are 8,000 rows a second.",
-        4_000,
-        4_000,
-        _figures(nb),
-        heartbeats_per_second=2.0,
-    )
-
-
-@exercise("6.5")
-def test_the_plan_is_a_plan(nb):
-    plan = _plan(nb, 1_000, 3_000, _figures(nb))
-    assert isinstance(plan, nb.Plan), (
-        f"plan_query() should return a Plan(trigger_ms, shuffle_partitions, batch_ms, "
-        f"worst_latency_ms); it returned {type(plan).__name__}: {plan!r}."
-    )
-    assert isinstance(plan.trigger_ms, int) and not isinstance(plan.trigger_ms, bool), (
-        f"Plan.trigger_ms should be one of trigger_choices_ms, an int; it is {plan.trigger_ms!r}."
-    )
-
-
-# --- 6.6 · one state value per bucket of machines ---------------------------------------
-
-INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
-
-
-def _strings(value) -> set[str]:
-    """Every string inside a state value, however the processor nests it."""
-    if isinstance(value, str):
-        return {value}
-    if isinstance(value, dict):
-        value = [*value.keys(), *value.values()]
-    if isinstance(value, (list, tuple)):
-        return set().union(*(_strings(v) for v in value)) if value else set()
-    return set()
-
-
-class Buckets(ProcessorStory):
-    """BucketedHeartbeatProcessor on a TwsTester: buckets of machines, a clock set by the check."""
-
-    def __init__(self, nb, timeout_ms: int = 5_000, retire_after_ms: int = 3_600_000):
-        super().__init__(
-            nb.BucketedHeartbeatProcessor(timeout_ms=timeout_ms, retire_after_ms=retire_after_ms),
-            "BucketedHeartbeatProcessor",
+    with _repaired(spark, [CHANGELOG]) as before:
+        expect_equal(
+            before[CHANGELOG],
+            "true",
+            "The course's session has changelog checkpointing on (a course bug if not).",
         )
-
-    def beat(self, *machines: str, bucket: int = 0) -> list[tuple]:
-        """One micro-batch of ``bucket`` at the current time: one heartbeat per name given."""
-        rows = [
-            Row(machine_name=m, machine_time=datetime(2026, 11, 22, tzinfo=UTC)) for m in machines
-        ]
-        return sorted(self.batch(bucket, rows), key=lambda r: (r[0], r[3], r[1]))
-
-    def at(self, ms: int) -> list[tuple]:
-        return sorted(super().at(ms), key=lambda r: (r[0], r[3], r[1]))
-
-    def machines(self, bucket: int = 0) -> set[str]:
-        """The machine names the state of ``bucket`` holds."""
-        handle = self.tester.handle
-        found = set()
-        for group in (handle.value_states, handle.list_states, handle.map_states):
-            for state in group.values():
-                found |= _strings(state.state.get(bucket))
-        return found
-
-    def has_state(self, bucket: int = 0) -> bool:
-        return super().has_state(bucket)
-
-    def timers(self, bucket: int = 0) -> list[int]:
-        return super().timers(bucket)
-
-
-def _said(rows: list[tuple]) -> str:
-    if not rows:
-        return "nothing"
-    return "; ".join(f"{m}: {p} -> {s} at {t} ms" for m, s, p, t in rows)
-
-
-@exercise("6.6")
-def test_bucketed_first_heartbeats_are_initializing(nb):
-    fleet = Buckets(nb)
-    fleet.at(1_000)
-    rows = fleet.beat("m1", "m2")
-    expected = [("m1", INITIALIZING, None, 1_000), ("m2", INITIALIZING, None, 1_000)]
-    assert rows == expected, (
-        f"The first heartbeats of two new machines of one bucket, at 1000 ms, should emit "
-        f"{_said(expected)}, one row per machine named after the machine (not the bucket); "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}."
+        with nb.session_settings(spark, {CHANGELOG: "false"}):
+            pass
+        query = _run(spark, incoming, tmp_path / "after", "lab06_after_settings")
+        files = sorted({kind for p in (0, 1) for _, kind in _listing(tmp_path / "after", 0, p)})
+    expect_equal(
+        files,
+        ["changelog"],
+        "A query started after `with session_settings(spark, {changelog: 'false'})` should "
+        "commit in the session's own mode, changelog checkpointing: only .changelog files in "
+        "its state folders.",
     )
-    assert fleet.machines() >= {"m1", "m2"}, (
-        f"After that batch the bucket's state should hold both machines; it holds "
-        f"{sorted(fleet.machines())}."
-    )
+    assert query.lastProgress.stateOperators[0].numRowsTotal == 3
 
 
-@exercise("6.6")
-def test_bucketed_heartbeats_in_one_batch_count_once(nb):
-    fleet = Buckets(nb)
-    fleet.at(1_000)
-    rows = fleet.beat("m1", "m2", "m1", "m1", "m2")
-    assert [r[:2] for r in rows] == [("m1", INITIALIZING), ("m2", INITIALIZING)], (
-        f"Three heartbeats of m1 and two of m2 in one micro-batch are one piece of news per "
-        f"machine: one Initializing row each. BucketedHeartbeatProcessor emitted {_said(rows)}."
-    )
-    fleet.at(2_000)
-    rows = fleet.beat("m2", "m1", "m2", "m1", "m1")
-    expected = [("m1", HEALTHY, INITIALIZING, 2_000), ("m2", HEALTHY, INITIALIZING, 2_000)]
-    assert rows == expected, (
-        f"The same heartbeats in the next micro-batch should emit {_said(expected)}; "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}."
-    )
-    fleet.at(3_000)
-    rows = fleet.beat("m1", "m2", "m1")
-    assert rows == [], (
-        f"Healthy machines that send more heartbeats have not changed: emit nothing. At 3000 ms "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}."
-    )
+# --- 6.3 · predict what the commits leave --------------------------------------------------
 
 
-@exercise("6.6")
-def test_bucketed_machines_are_independent(nb):
-    fleet = Buckets(nb)
-    emitted = []
-    for t in range(1_000, 12_000, 1_000):
-        emitted += fleet.at(t)
-        emitted += fleet.beat(*(["m1", "m2"] if t <= 2_000 else ["m1"]), bucket=0)
-        emitted += fleet.beat("m3", bucket=1)
-    m1 = [r[1:] for r in emitted if r[0] == "m1"]
-    m2 = [r[1:] for r in emitted if r[0] == "m2"]
-    m3 = [r[1] for r in emitted if r[0] == "m3"]
-    assert m1 == [(INITIALIZING, None, 1_000), (HEALTHY, INITIALIZING, 2_000)], (
-        f"m1 beats every second and should only go Initializing, then Healthy at 2000 ms; "
-        f"BucketedHeartbeatProcessor emitted {_said([('m1', *r) for r in m1])} for it. Its "
-        f"bucket-mate m2 going silent must not change m1."
-    )
-    assert m2 == [
-        (INITIALIZING, None, 1_000),
-        (HEALTHY, INITIALIZING, 2_000),
-        (UNHEALTHY, HEALTHY, 7_000),
-    ], (
-        f"m2 beat at 1000 and 2000 ms only, in the same bucket as m1, which kept beating: m2 "
-        f"should turn Unhealthy at 7000 ms, once. BucketedHeartbeatProcessor emitted "
-        f"{_said([('m2', *r) for r in m2])} for it."
-    )
-    assert m3 == [INITIALIZING, HEALTHY], (
-        f"m3, alone in another bucket and beating every second, should only go Initializing, "
-        f"Healthy; BucketedHeartbeatProcessor emitted {m3} for it."
-    )
-
-
-@exercise("6.6")
-def test_bucketed_silence_turns_each_machine_unhealthy_once(nb):
-    fleet = Buckets(nb)
-    fleet.at(1_000)
-    fleet.beat("m1", "m2")
-    fleet.at(2_000)
-    fleet.beat("m1", "m2")
-    fleet.at(4_000)
-    fleet.beat("m2")
-    early = fleet.at(6_999)
-    assert early == [], (
-        f"At 6999 ms m1 has been silent for 4999 ms, less than the 5000 ms timeout: emit nothing "
-        f"yet. BucketedHeartbeatProcessor emitted {_said(early)}."
-    )
-    rows = fleet.at(7_000)
-    assert rows == [("m1", UNHEALTHY, HEALTHY, 7_000)], (
-        f"At 7000 ms m1 has been silent for 5000 ms: emit m1: Healthy -> Unhealthy at 7000 ms, "
-        f"and nothing for m2, seen at 4000 ms. BucketedHeartbeatProcessor emitted {_said(rows)}."
-    )
-    rows = fleet.at(8_999)
-    assert rows == [], (
-        f"At 8999 ms m2 has been silent for 4999 ms and m1 is already Unhealthy: emit nothing. "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}."
-    )
-    rows = fleet.at(9_000)
-    assert rows == [("m2", UNHEALTHY, HEALTHY, 9_000)], (
-        f"At 9000 ms m2 has been silent for 5000 ms: emit m2: Healthy -> Unhealthy at 9000 ms. "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}. After a timer fires, register the "
-        f"next one at the earliest deadline of the machines left."
-    )
-    later = []
-    for t in range(10_000, 40_000, 1_000):
-        later += fleet.at(t)
-    assert later == [], (
-        f"An Unhealthy machine that stays silent is reported once; from 10 s to 40 s "
-        f"BucketedHeartbeatProcessor emitted {_said(later)}."
-    )
-
-
-@exercise("6.6")
-def test_bucketed_unhealthy_is_stamped_when_the_timer_fires(nb):
-    fleet = Buckets(nb)
-    fleet.at(1_000)
-    fleet.beat("m1", "m2")
-    fleet.at(2_000)
-    fleet.beat("m1")
-    rows = fleet.at(9_500)
-    expected = [("m1", UNHEALTHY, HEALTHY, 9_500), ("m2", UNHEALTHY, INITIALIZING, 9_500)]
-    assert rows == expected, (
-        f"No micro-batch ran between 2000 and 9500 ms: at 9500 ms both machines are overdue and "
-        f"turn Unhealthy, stamped with the time the timer fired, as lab 04's processor does: "
-        f"{_said(expected)}. BucketedHeartbeatProcessor emitted {_said(rows)}."
-    )
-
-
-def _all_unhealthy(nb, retire_after_ms: int = 3_600_000) -> Buckets:
-    fleet = Buckets(nb, retire_after_ms=retire_after_ms)
-    fleet.at(1_000)
-    fleet.beat("m1", "m2")
-    fleet.at(2_000)
-    fleet.beat("m1", "m2")
-    fleet.at(7_000)  # both Unhealthy: the bucket's timer is now a retirement
-    return fleet
-
-
-@exercise("6.6")
-def test_bucketed_recovery_arms_an_earlier_timer(nb):
-    fleet = _all_unhealthy(nb)
-    fleet.at(10_000)
-    rows = fleet.beat("m2")
-    expected = [("m2", HEALTHY, UNHEALTHY, 10_000)]
-    assert rows == expected, (
-        f"An Unhealthy machine that sends a heartbeat recovers: {_said(expected)}. "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}."
-    )
-    early = fleet.at(14_999)
-    rows = fleet.at(15_000)
-    assert early + rows == [("m2", UNHEALTHY, HEALTHY, 15_000)], (
-        f"m2 recovered at 10000 ms in a bucket whose machines were all Unhealthy, then went "
-        f"silent: it should turn Unhealthy again at 15000 ms; BucketedHeartbeatProcessor emitted "
-        f"{_said(early + rows)}. The bucket's only timer was a retirement an hour away: when a "
-        f"machine's new deadline is earlier than the armed timer, register one at that deadline."
-    )
-
-
-@exercise("6.6")
-def test_bucketed_newcomer_in_a_quiet_bucket_times_out(nb):
-    fleet = _all_unhealthy(nb)
-    fleet.at(10_000)
-    rows = fleet.beat("m3")
-    assert rows == [("m3", INITIALIZING, None, 10_000)], (
-        f"A new machine in a bucket that already holds others is Initializing: "
-        f"m3: None -> Initializing at 10000 ms. BucketedHeartbeatProcessor emitted {_said(rows)}."
-    )
-    rows = fleet.at(15_000)
-    assert rows == [("m3", UNHEALTHY, INITIALIZING, 15_000)], (
-        f"m3 joined a bucket whose machines were all Unhealthy and never beat again: it should "
-        f"turn Unhealthy at 15000 ms; BucketedHeartbeatProcessor emitted {_said(rows)}. Register "
-        f"a timer when a new machine's deadline is earlier than the bucket's armed timer."
-    )
-
-
-@exercise("6.6")
-def test_bucketed_retirement_is_silent_and_clears_the_bucket(nb):
-    fleet = Buckets(nb, retire_after_ms=30_000)
-    fleet.at(1_000)
-    fleet.beat("m1", "m2")
-    fleet.at(2_000)
-    fleet.beat("m1", "m2")
-    fleet.at(5_000)
-    fleet.beat("m2")
-    fleet.at(7_000)  # m1 Unhealthy
-    fleet.at(10_000)  # m2 Unhealthy
-    rows = fleet.at(31_999)
-    assert {"m1", "m2"} <= fleet.machines(), (
-        f"At 31999 ms m1 has been silent for 29999 ms, less than retire_after_ms (30000): both "
-        f"machines should still be in the bucket's state; it holds {sorted(fleet.machines())}."
-    )
-    rows += fleet.at(32_000)
-    assert "m1" not in fleet.machines() and "m2" in fleet.machines(), (
-        f"At 32000 ms, 30000 ms after its last heartbeat, m1 should be gone from the bucket and "
-        f"m2 (last seen at 5000 ms) still in it; the bucket holds {sorted(fleet.machines())}."
-    )
-    rows += fleet.at(34_999)
-    assert "m2" in fleet.machines(), (
-        f"At 34999 ms m2 has been silent for 29999 ms: it should still be in the bucket; the "
-        f"bucket holds {sorted(fleet.machines())}."
-    )
-    rows += fleet.at(35_000)
-    assert rows == [], (
-        f"Retiring a machine is silent: no output row. BucketedHeartbeatProcessor emitted "
-        f"{_said(rows)} while retiring m1 and m2."
-    )
-    assert not fleet.has_state(), (
-        f"At 35000 ms the bucket's last machine retired: clear() the bucket's state. It still "
-        f"holds {sorted(fleet.machines()) or 'a value'}."
-    )
-    assert fleet.timers() == [], (
-        f"A bucket whose machines all retired should leave no timer behind; it still has timers "
-        f"at {fleet.timers()} ms. Register a timer only for the machines that are left."
-    )
-
-
-@exercise("6.6")
-def test_bucketed_retired_machine_starts_over(nb):
-    fleet = _all_unhealthy(nb, retire_after_ms=30_000)
-    fleet.at(32_000)
-    fleet.at(40_000)
-    rows = fleet.beat("m1")
-    expected = [("m1", INITIALIZING, None, 40_000)]
-    assert rows == expected, (
-        f"A retired machine that comes back is new again: {_said(expected)}. "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)}."
-    )
-
-
-@exercise("6.6")
-def test_bucketed_retirement_counts_from_the_last_heartbeat(nb):
-    fleet = _all_unhealthy(nb, retire_after_ms=30_000)
-    fleet.at(20_000)
-    fleet.beat("m1")  # recovery
-    fleet.at(25_000)  # Unhealthy again
-    fleet.at(32_000)  # m2 retires; m1 must not
-    assert "m1" in fleet.machines() and "m2" not in fleet.machines(), (
-        f"m1 recovered at 20000 ms and went silent again, so it retires 30000 ms after that "
-        f"heartbeat, at 50000 ms; m2, silent since 2000 ms, retires at 32000 ms. At 32000 ms the "
-        f"bucket should hold m1 only; it holds {sorted(fleet.machines())}."
-    )
-    rows = fleet.at(50_000)
-    assert rows == [] and not fleet.has_state(), (
-        f"At 50000 ms m1 should be retired without output and the bucket cleared; "
-        f"BucketedHeartbeatProcessor emitted {_said(rows)} and the bucket "
-        f"{'still holds ' + str(sorted(fleet.machines())) if fleet.has_state() else 'is empty'}."
-    )
-
-
-# --- 6.6 · the same story as lab 04's processor -----------------------------------------
-
-
-@exercise("6.6")
-def test_bucketed_tells_the_same_story_as_lab_04(nb):
-    # Twelve machines in three buckets for five minutes: they come, go silent, recover and
-    # retire at random (a fixed seed), with batches 0.5 to 7 s apart.
-    timeout_ms, retire_after_ms = 5_000, 20_000
-    rng = random.Random(606)
-    machines = [f"m{i:02d}" for i in range(12)]
-    bucket_of = {m: i % 3 for i, m in enumerate(machines)}
-    talking = {m: rng.random() < 0.6 for m in machines}
-    reference = TwsTester(
-        ReferenceHeartbeatProcessor(timeout_ms, retire_after_ms), timeMode="ProcessingTime"
-    )
-    fleet = Buckets(nb, timeout_ms=timeout_ms, retire_after_ms=retire_after_ms)
-    history, now = [], 0
-    while now < 300_000:
-        now += rng.choice([500, 1_000, 1_000, 1_000, 2_000, 3_000, 7_000])
-        want = sorted(
-            status_tuples(
-                reference.setProcessingTime(now), "LeanHeartbeatProcessor", "handleExpiredTimer"
-            ),
-            key=lambda r: (r[0], r[3], r[1]),
+def _prediction(value, name: str, keys, what: str):
+    """The learner's prediction, checked for shape before it is compared with Spark."""
+    if not isinstance(value, dict) or sorted(value) != sorted(keys):
+        raise CheckFailed(
+            f"{name} should be a dict with the keys {sorted(keys)!r}, {what}.",
+            expected=f"a dict with the keys {sorted(keys)!r}",
+            actual=value,
         )
-        got = fleet.at(now)
-        step = f"the timers due at {now} ms"
-        assert got == want, (
-            f"BucketedHeartbeatProcessor should emit what lab 04's processor emits for the same "
-            f"heartbeats. After {'; '.join(history[-4:]) or 'the start'}, {step}: lab 04 emits "
-            f"{_said(want)}; yours emitted {_said(got)}."
-        )
-        for m in machines:
-            if rng.random() < 0.08:
-                talking[m] = not talking[m]
-        beating = [m for m in machines if talking[m] and rng.random() < 0.9]
-        want, got = [], []
-        for m in beating:
-            want += reference.test(
-                m, [Row(machine_name=m, machine_time=None)] * rng.choice([1, 1, 2])
-            )
-        for bucket in range(3):
-            names = [
-                m for m in beating if bucket_of[m] == bucket for _ in range(rng.choice([1, 2]))
-            ]
-            rng.shuffle(names)
-            if names:
-                got += fleet.beat(*names, bucket=bucket)
-        want = sorted(
-            status_tuples(want, "LeanHeartbeatProcessor", "handleInputRows"),
-            key=lambda r: (r[0], r[3], r[1]),
-        )
-        got = sorted(got, key=lambda r: (r[0], r[3], r[1]))
-        step = f"heartbeats of {', '.join(beating) or 'no machine'} at {now} ms"
-        assert got == want, (
-            f"BucketedHeartbeatProcessor should emit what lab 04's processor emits for the same "
-            f"heartbeats. After {'; '.join(history[-4:]) or 'the start'}, {step}: lab 04 emits "
-            f"{_said(want)}; yours emitted {_said(got)}."
-        )
-        history.append(step)
+    return {key: [tuple(item) for item in value[key]] for key in keys}
 
 
-# --- 6.6 · the cost of a batch ------------------------------------------------------------
-
-FOUR = ("m1", "m2", "m3", "m4")
-
-
-def _steady_bucket(nb) -> tuple[Buckets, Meter]:
-    fleet = Buckets(nb)
-    fleet.at(1_000)
-    fleet.beat(*FOUR)
-    fleet.at(2_000)
-    fleet.beat(*FOUR)
-    return fleet, Meter(fleet.tester)
-
-
-@exercise("6.6")
-def test_bucketed_steady_batch_costs_two_state_calls(nb):
-    fleet, meter = _steady_bucket(nb)
-    for t in range(3_000, 13_000, 1_000):
-        fleet.at(t)
-        meter.take()
-        fleet.beat("m3", "m1", "m4", "m2", "m1")
-        calls = meter.take()
-        assert sum(calls.values()) == 2 and calls["get"] == 1 and calls["update"] == 1, (
-            f"A batch of a bucket whose four machines are all Healthy and beating should cost "
-            f"exactly 2 state calls, one get and one update, however many machines the bucket "
-            f"holds; BucketedHeartbeatProcessor made {sum(calls.values())} at {t} ms: "
-            f"{Meter.listing(calls)}. The armed timer is already earlier than now + timeout_ms: leave it."
-        )
+@exercise("6.3", timeout=180)
+def test_the_predicted_files_are_what_spark_writes(nb, spark, tmp_path):
+    predicted = _prediction(
+        nb.PREDICTED_FILES, "PREDICTED_FILES", (0, 1), "each a list of (version, kind) pairs"
+    )
+    incoming, checkpoint = tmp_path / "incoming", tmp_path / "checkpoint"
+    partition_of_3 = spark.range(1).selectExpr("pmod(hash('machine-3'), 2) AS p").first()["p"]
+    assert partition_of_3 == 1, "machine-3's key should be in partition 1 (a course bug if not)."
+    files = (("a", range(1, 7)), ("b", (1, 4)), ("c", (3,)), ("d", (3,)))
+    for order, (name, machines) in enumerate(files[:2]):
+        _heartbeats(incoming, name, [f"machine-{m}" for m in machines], order)
+    _run(spark, incoming, checkpoint, "lab06_predict_1", {CHANGELOG: "false"})
+    for order, (name, machines) in enumerate(files[2:], start=2):
+        _heartbeats(incoming, name, [f"machine-{m}" for m in machines], order)
+    _run(spark, incoming, checkpoint, "lab06_predict_2", {CHANGELOG: "true"})
+    actual = {p: _listing(checkpoint, 0, p) for p in (0, 1)}
+    expect_equal(
+        predicted,
+        actual,
+        "Two batches in snapshot mode, then a restart on the same checkpoint with two batches "
+        "in changelog mode: PREDICTED_FILES should be what state_files lists for each "
+        "partition (expected: what Spark wrote on the same input).",
+        hint="Every state store instance commits a version in every batch, whether the batch "
+        "had rows for its partition or not, numbered batch id + 1; the kind of each commit is "
+        "that of the mode in force when it was made.",
+    )
 
 
-@exercise("6.6")
-def test_bucketed_one_timer_per_bucket(nb):
-    fleet, meter = _steady_bucket(nb)
-    for t in range(3_000, 63_000, 1_000):
-        meter.take()
-        fleet.at(t)
-        calls = meter.take()
-        assert sum(calls.values()) <= 3, (
-            f"A bucket's timer firing should cost at most 3 state calls (get, one registerTimer "
-            f"at the earliest next deadline, update); at {t} ms BucketedHeartbeatProcessor made "
-            f"{sum(calls.values())}: {Meter.listing(calls)}."
-        )
-        fleet.beat(*FOUR)
-        timers = fleet.timers()
-        assert len(timers) == 1, (
-            f"A bucket of live machines needs exactly one pending timer, whatever its size; at "
-            f"{t} ms the bucket has {len(timers)}: {timers}. Register one when a batch's deadline "
-            f"is earlier than the armed timer, and one when the armed timer fires."
-        )
-
-
-# --- 6.6 · the streaming query ------------------------------------------------------------
+# --- 6.7 · the streaming query ------------------------------------------------------------
 
 
 def _bucketed_changes(nb, spark, folder: Path):
@@ -1317,10 +1334,10 @@ def _bucketed_changes(nb, spark, folder: Path):
         [StructField("machine_name", StringType()), StructField("machine_time", TimestampType())]
     )
     heartbeats = spark.readStream.schema(schema).json(str(folder))
-    # timeout_ms=1: every timer is due by the next run's batch, so timeouts show up without
-    # waiting for any clock.
+    # The course's processor (6.5 and 6.6 are graded on their own). timeout_ms=1: every timer
+    # is due by the next run's batch, so timeouts show up without waiting for any clock.
     df = nb.bucketed_status_changes(
-        heartbeats, nb.BucketedHeartbeatProcessor(timeout_ms=1), buckets=2
+        heartbeats, _solution().BucketedHeartbeatProcessor(timeout_ms=1), buckets=2
     )
     assert isinstance(df, DataFrame), (
         f"bucketed_status_changes() should return the DataFrame that transformWithState gives; "
@@ -1364,7 +1381,7 @@ def _bucketed_run(nb, spark, incoming: Path, output: Path, checkpoint) -> tuple[
     return rows, query
 
 
-@exercise("6.6", timeout=180)
+@exercise("6.7", timeout=180)
 def test_bucketed_query_runs_on_rocksdb(nb, spark, tmp_path, checkpoint_dir):
     incoming, output = tmp_path / "incoming", tmp_path / "output"
     machines = ["m1", "m2", "m3", "m4", "m5", "m6"]
@@ -1407,4 +1424,107 @@ def test_bucketed_query_runs_on_rocksdb(nb, spark, tmp_path, checkpoint_dir):
     assert got == expected, (
         f"The third run, only m2 beating, should add m2's recovery and m1's timeout: "
         f"{expected}; it added {got}."
+    )
+
+
+# --- 6.8 · predict what each design rewrites ---------------------------------------------
+
+PRICE_BATCHES = ([1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 5, 6, 7, 8], [1], [1, 5])
+AHEAD_MS = 4_102_444_800_000  # 2100-01-01: event times no clock reaches during the check
+
+
+def _price_input(folder: Path) -> None:
+    sequence = {"0": 0, "1": 0}
+    folder.mkdir(parents=True)
+    for batch, machines in enumerate(PRICE_BATCHES):
+        rows = []
+        for m in machines:
+            partition = "0" if m <= 4 else "1"
+            rows.append(
+                {
+                    "partition": partition,
+                    "machine_name": f"machine-{m}",
+                    "machine_time": None,
+                    "event_time": AHEAD_MS + batch * 1000 + m,
+                    "sequence_number": sequence[partition],
+                    "last_enqueued_sequence_number": None,
+                }
+            )
+            sequence[partition] += 1
+        path = folder / f"{batch}.json"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        os.utime(path, (1_700_000_000 + batch,) * 2)
+
+
+def _writes(spark, transitions, checkpoint: Path, variable: str, machines_in_value) -> list:
+    from pyspark.sql import functions as F
+
+    with _settings(spark, {NO_DATA_BATCHES: "false"}):
+        query = (
+            transitions.writeStream.format("noop")
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+    query.awaitTermination()
+    feed = (
+        spark.read.format("statestore")
+        .option("stateVarName", variable)
+        .option("readChangeFeed", "true")
+        .option("changeStartBatchId", 0)
+        .load(str(checkpoint))
+        .groupBy("batch_id")
+        .agg(F.count("*").alias("values"), F.sum(machines_in_value).alias("machines"))
+        .orderBy("batch_id")
+        .collect()
+    )
+    return [(r["values"], r["machines"]) for r in feed]
+
+
+@exercise("6.8", timeout=240)
+def test_the_predicted_writes_are_what_spark_writes(nb, spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    from streamlab.monitor import reference_solution
+
+    predicted = _prediction(
+        nb.PREDICTED_WRITES,
+        "PREDICTED_WRITES",
+        ("machine", "partition"),
+        "each a list of one (values, machines) pair per batch",
+    )
+    _price_input(tmp_path / "incoming")
+    beats = (
+        spark.readStream.option("maxFilesPerTrigger", 1)
+        .schema(
+            "partition STRING, machine_name STRING, machine_time TIMESTAMP, event_time LONG, "
+            "sequence_number LONG, last_enqueued_sequence_number LONG"
+        )
+        .json(str(tmp_path / "incoming"))
+        .withColumn("event_time", F.timestamp_millis("event_time"))
+    )
+    per_machine = beats.groupBy("machine_name").transformWithState(
+        ReferenceHeartbeatProcessor(timeout_ms=3_600_000),
+        "machine_name STRING, status STRING, previous_status STRING, "
+        "last_status_change_time TIMESTAMP",
+        "Append",
+        "ProcessingTime",
+    )
+    lab05 = reference_solution()
+    per_partition = lab05.catch_up_changes(beats, lab05.CatchUpProcessor(timeout_ms=3_600_000))
+    actual = {
+        "machine": _writes(spark, per_machine, tmp_path / "machine", "machine", F.lit(1)),
+        "partition": _writes(
+            spark, per_partition, tmp_path / "partition", "partition", F.size("value.names")
+        ),
+    }
+    expect_equal(
+        predicted,
+        actual,
+        "PREDICTED_WRITES should hold, per design and batch, (state values written, machines "
+        "they hold) as the change feed shows them (expected: what Spark wrote on the same "
+        "input).",
+        hint="A value is written whole whenever its key has a row in the batch: one machine "
+        "per value for the first design, every machine the partition holds so far for the "
+        "second.",
     )

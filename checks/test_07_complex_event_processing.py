@@ -19,7 +19,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
-from streamlab.grading import exercise
+from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading.verdict import query_cause
 
 START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 EPOCH = int(START.timestamp())
@@ -144,14 +145,24 @@ def test_no_pools_is_an_empty_file(nb):
 
 
 @exercise("7.1")
+def test_the_mode_is_read_in_any_case_and_written_in_upper_case(nb):
+    root = _parse(nb.fair_scheduler_xml({"alerts": nb.Pool(scheduling_mode="fair")}))
+    modes = [(p.findtext("schedulingMode") or "").strip() for p in root.findall("pool")]
+    expect_equal(
+        modes,
+        ["FAIR"],
+        "Spark reads the scheduling mode in any letter case: a pool given 'fair' is a FAIR "
+        "pool, written in upper case.",
+    )
+
+
+@exercise("7.1")
 def test_bad_pools_raise_value_error(nb):
     cases = [
         ("an empty name", {"": nb.Pool()}),
-        ("a blank name", {"  ": nb.Pool()}),
+        ("a blank name (only spaces)", {"  ": nb.Pool()}),
         ("weight 0", {"a": nb.Pool(weight=0)}),
-        ("a negative min share", {"a": nb.Pool(min_share=-1)}),
         ("scheduling mode 'ROUND_ROBIN'", {"a": nb.Pool(scheduling_mode="ROUND_ROBIN")}),
-        ("scheduling mode 'fair' (lower case)", {"a": nb.Pool(scheduling_mode="fair")}),
         ("a good pool followed by weight 0", {"a": nb.Pool(), "b": nb.Pool(weight=0)}),
     ]
     for what, pools in cases:
@@ -165,211 +176,7 @@ def test_bad_pools_raise_value_error(nb):
         )
 
 
-# --- 7.2 · parse the readings, quarantine the rest ------------------------------------------
-
-
-def hub_events(spark, bodies: list) -> DataFrame:
-    """Events as the hub stores them: one partition, sequence numbers 100, 101, ..."""
-    rows = [
-        (body, "1", str(n * 128), 100 + n, at(n), None, "sensor-1", {"source": "check"})
-        for n, body in enumerate(bodies)
-    ]
-    return spark.createDataFrame(rows, EVENTHUBS_SCHEMA)
-
-
-def body(**fields) -> bytes:
-    return json.dumps(fields).encode()
-
-
-def split(nb, events: DataFrame) -> tuple[DataFrame, DataFrame]:
-    result = nb.split_readings(events)
-    assert isinstance(result, tuple) and len(result) == 2, (
-        f"split_readings() should return a pair (readings, quarantine); it returned "
-        f"{type(result).__name__}."
-    )
-    readings, quarantine = result
-    has_columns(
-        returned_dataframe(readings, "split_readings"),
-        "split_readings (the readings)",
-        READING_COLUMNS,
-    )
-    has_columns(
-        returned_dataframe(quarantine, "split_readings"),
-        "split_readings (the quarantine)",
-        EVENT_COLUMNS + ["reason"],
-    )
-    return readings, quarantine
-
-
-def reading_tuples(readings: DataFrame) -> list[tuple]:
-    """(device, seconds after START, freq, sequence number), sorted by sequence number."""
-    rows = (
-        readings.select(
-            "device_id",
-            (F.col("event_time").cast("double") - EPOCH).alias("s"),
-            "sensor_freq",
-            "sequence_number",
-        )
-        .orderBy("sequence_number")
-        .collect()
-    )
-    return [(r.device_id, r.s, r.sensor_freq, r.sequence_number) for r in rows]
-
-
-@exercise("7.2")
-def test_good_events_become_readings(nb, spark):
-    events = hub_events(
-        spark,
-        [
-            body(device_id="sensor-1", sensor_freq=50.02, event_time="2026-11-22T10:00:01.250Z"),
-            body(device_id="sensor-2", sensor_freq=-1.5, event_time="2026-11-22T12:00:05+02:00"),
-            body(device_id="sensor-3", sensor_freq=50, event_time="2026-11-22T10:00:07Z", extra=1),
-            body(device_id="sensor-1", sensor_freq=0.0, event_time="2026-11-22T10:00:09Z"),
-        ],
-    )
-    readings, quarantine = split(nb, events)
-    expected = [
-        ("sensor-1", 1.25, 50.02, 100),
-        ("sensor-2", 5.0, -1.5, 101),
-        ("sensor-3", 7.0, 50.0, 102),
-        ("sensor-1", 9.0, 0.0, 103),
-    ]
-    got = reading_tuples(readings)
-    assert got == expected, (
-        f"Four good events (one with an anomaly, -1.5, one reading 0.0, one with an extra field) "
-        f"should give the readings {expected} as (device_id, seconds after 10:00:00, "
-        f"sensor_freq, sequence_number); got {got}. The event time is the body's event_time, "
-        "and sequence_number the event's sequenceNumber."
-    )
-    bad = [r.reason for r in quarantine.collect()]
-    assert bad == [], f"No good event belongs in quarantine; these were put there: {bad}."
-
-
-BAD_EVENTS = [
-    (None, "not JSON", "a null body"),
-    (b"", "not JSON", "an empty body"),
-    (b"sensor-2 reboots", "not JSON", "plain text"),
-    (b'{"device_id": "sensor-1", oops', "not JSON", "broken JSON"),
-    (
-        b'{"device_id": "s", "sensor_freq": NaN, "event_time": "2026-11-22T10:00:00Z"}',
-        "not JSON",
-        "NaN, which JSON does not have",
-    ),
-    (
-        body(sensor_freq=50.0, event_time="2026-11-22T10:00:00Z"),
-        "missing device_id",
-        "no device_id",
-    ),
-    (
-        body(device_id="   ", sensor_freq=50.0, event_time="2026-11-22T10:00:00Z"),
-        "missing device_id",
-        "a blank device_id",
-    ),
-    (
-        body(device_id=None, sensor_freq="x", event_time="soon"),
-        "missing device_id",
-        "a null device_id (and everything else wrong: the first reason wins)",
-    ),
-    (
-        body(device_id="s", sensor_freq="50.1", event_time="2026-11-22T10:00:00Z"),
-        "bad sensor_freq",
-        "sensor_freq as a string",
-    ),
-    (body(device_id="s", event_time="2026-11-22T10:00:00Z"), "bad sensor_freq", "no sensor_freq"),
-    (
-        body(device_id="s", sensor_freq=True, event_time="2026-11-22T10:00:00Z"),
-        "bad sensor_freq",
-        "sensor_freq true",
-    ),
-    (
-        body(device_id="s", sensor_freq="x", event_time="soon"),
-        "bad sensor_freq",
-        "a bad sensor_freq and a bad event_time (the first reason wins)",
-    ),
-    (
-        body(device_id="s", sensor_freq=50.0, event_time="soon"),
-        "bad event_time",
-        "event_time 'soon'",
-    ),
-    (body(device_id="s", sensor_freq=50.0), "bad event_time", "no event_time"),
-]
-
-
-@exercise("7.2")
-def test_each_bad_event_gets_its_reason(nb, spark):
-    events = hub_events(spark, [payload for payload, _, _ in BAD_EVENTS])
-    readings, quarantine = split(nb, events)
-    let_through = reading_tuples(readings)
-    got = {r.sequenceNumber: r.reason for r in quarantine.collect()}
-    for n, (_payload, reason, what) in enumerate(BAD_EVENTS):
-        seq = 100 + n
-        assert seq in got, (
-            f"An event with {what} should be quarantined as {reason!r}; it was not in the "
-            f"quarantine"
-            + (" (it came out as a reading)" if any(r[3] == seq for r in let_through) else "")
-            + "."
-        )
-        assert got[seq] == reason, (
-            f"An event with {what} should be quarantined as {reason!r}; its reason is "
-            f"{got[seq]!r}. The reasons are checked in the order of the table."
-        )
-    assert let_through == [], f"Bad events came out as readings: {let_through}."
-
-
-@exercise("7.2")
-def test_quarantine_keeps_the_event_as_it_came(nb, spark):
-    payloads = [
-        b"not json",
-        body(device_id="sensor-1", sensor_freq=1.0, event_time="2026-11-22T10:00:00Z"),
-    ]
-    readings, quarantine = split(nb, hub_events(spark, payloads))
-    rows = quarantine.collect()
-    assert len(rows) == 1, f"One of two events is bad; the quarantine holds {len(rows)}."
-    row = rows[0]
-    kept = (
-        bytes(row.body),
-        row.partition,
-        row.sequenceNumber,
-        row.partitionKey,
-        dict(row.properties),
-    )
-    expected = (b"not json", "1", 100, "sensor-1", {"source": "check"})
-    assert kept == expected, (
-        f"A quarantined event keeps every column as it came (body, partition, sequenceNumber, "
-        f"partitionKey, properties, ...): expected {expected}, got {kept}."
-    )
-    assert readings.count() == 1, "The good event should still come out as a reading."
-
-
-@exercise("7.2", timeout=90)
-def test_split_readings_on_a_stream(nb, spark, tmp_path, checkpoint_dir):
-    folder = tmp_path / "events"
-    hub_events(
-        spark,
-        [b"oops", body(device_id="sensor-9", sensor_freq=-2.0, event_time="2026-11-22T10:00:03Z")],
-    ).write.parquet(str(folder))
-    readings, quarantine = split(nb, spark.readStream.schema(EVENTHUBS_SCHEMA).parquet(str(folder)))
-    for df, table in ((readings, "check_7_2_readings"), (quarantine, "check_7_2_quarantine")):
-        (
-            df.writeStream.format("memory")
-            .queryName(table)
-            .option("checkpointLocation", f"{checkpoint_dir}-{table}")
-            .trigger(availableNow=True)
-            .start()
-            .awaitTermination()
-        )
-    got = (
-        reading_tuples(spark.table("check_7_2_readings")),
-        [r.reason for r in spark.table("check_7_2_quarantine").collect()],
-    )
-    expected = ([("sensor-9", 3.0, -2.0, 101)], ["not JSON"])
-    assert got == expected, (
-        f"On a stream, split_readings() should give the readings and the quarantine "
-        f"{expected}; got {got}."
-    )
-
-
-# --- 7.3 · first, middle, last and anomalies -------------------------------------------------
+# --- 7.2 · first, middle, last and anomalies -------------------------------------------------
 
 
 def window_rows(windows: list[tuple[str, int, list[tuple[float, int, float]]]]) -> list[tuple]:
@@ -497,7 +304,7 @@ def picked(nb, spark, windows) -> list[tuple]:
     return sample_tuples(result)
 
 
-@exercise("7.3")
+@exercise("7.2")
 def test_samples_are_readings_as_the_window_holds_them(nb, spark):
     result = returned_dataframe(
         nb.pick_samples(
@@ -520,7 +327,7 @@ def test_samples_are_readings_as_the_window_holds_them(nb, spark):
     )
 
 
-@exercise("7.3")
+@exercise("7.2")
 def test_one_reading_is_first_middle_and_last(nb, spark):
     windows = [("sensor-1", 0, [(20, 3, 50.1)]), ("sensor-2", 30, [(40, 7, -1.0)])]
     compare(
@@ -530,7 +337,7 @@ def test_one_reading_is_first_middle_and_last(nb, spark):
     )
 
 
-@exercise("7.3")
+@exercise("7.2")
 def test_the_middle_of_an_even_count_is_the_earlier(nb, spark):
     windows = [
         ("sensor-1", 0, [(50, 2, 50.2), (10, 1, 50.1)]),
@@ -544,7 +351,7 @@ def test_the_middle_of_an_even_count_is_the_earlier(nb, spark):
     )
 
 
-@exercise("7.3")
+@exercise("7.2")
 def test_order_is_event_time_then_sequence_number(nb, spark):
     windows = [
         # Ties on event_time, stored in the array with the later sequence number first.
@@ -566,7 +373,7 @@ def test_order_is_event_time_then_sequence_number(nb, spark):
     )
 
 
-@exercise("7.3")
+@exercise("7.2")
 def test_anomalies_are_strictly_negative_and_in_order(nb, spark):
     windows = [
         ("sensor-1", 0, [(50, 5, -0.5), (0, 1, -1.0), (30, 3, 0.0), (10, 2, -2.25), (40, 4, -0.0)]),
@@ -586,10 +393,10 @@ def test_anomalies_are_strictly_negative_and_in_order(nb, spark):
     )
 
 
-# --- 7.4 · the sliding-window query ------------------------------------------------------------
+# --- 7.3 · the sliding-window query ------------------------------------------------------------
 
 
-@exercise("7.4", timeout=60)
+@exercise("7.3", timeout=60)
 def test_sliding_windows_on_a_batch(nb, spark):
     readings = spark.createDataFrame(
         [("d1", 50.0, at(s), n) for n, s in enumerate((1, 12, 13, 25))] + [("d2", -1.0, at(9), 0)],
@@ -612,7 +419,7 @@ def test_sliding_windows_on_a_batch(nb, spark):
 
 FROM_PICK_SAMPLES = (
     " (window_samples() collects structs with the fields SAMPLE_FIELDS, in that "
-    "order, and ends with your pick_samples(): if exercise 7.3 fails, fix it "
+    "order, and ends with your pick_samples(): if exercise 7.2 fails, fix it "
     "first.)"
 )
 
@@ -675,7 +482,7 @@ RUN_2 = [
 ]
 
 
-@exercise("7.4", timeout=240)
+@exercise("7.3", timeout=240)
 def test_windows_are_written_once_when_the_watermark_closes_them(
     nb, spark, tmp_path, checkpoint_dir
 ):
@@ -711,6 +518,94 @@ def test_windows_are_written_once_when_the_watermark_closes_them(
         "watermark 10:02:50), each closed window is written once, with the late readings "
         "its window was still open for",
         FROM_PICK_SAMPLES,
+    )
+
+
+# --- 7.4 · predict the second run ------------------------------------------------------------
+
+# The notebook's two runs: (device, second after 10:00:00, sensor_freq, sequence number).
+NOTEBOOK_RUN_1 = [
+    ("sensor-1", s, -1.0 if s == 20 else 50.0 + s / 100, s // 10) for s in range(0, 60, 10)
+] + [
+    ("sensor-2", 15, 49.9, 0),
+    ("sensor-1", 95, 50.2, 6),
+]
+NOTEBOOK_RUN_2 = [("sensor-2", 45, 50.1, 1), ("sensor-1", 12, -3.0, 7), ("sensor-1", 185, 49.8, 8)]
+
+
+def _counted_windows(spark, folder: Path):
+    """The course's sliding windows, counted: what exercise 7.3's query writes, in brief."""
+    return (
+        spark.readStream.schema(READING_DDL)
+        .json(str(folder))
+        .withWatermark("event_time", "30 seconds")
+        .groupBy(F.window("event_time", "60 seconds", "30 seconds"), "device_id")
+        .agg(F.count("*").alias("events"))
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "device_id",
+            "events",
+        )
+    )
+
+
+def _predicted_windows(value) -> list[tuple]:
+    if not isinstance(value, (list, tuple)) or not all(
+        isinstance(w, (list, tuple)) and len(w) == 3 for w in value
+    ):
+        raise CheckFailed(
+            "PREDICTED_WINDOWS should be a list of (device_id, window start as 'HH:MM:SS', "
+            "readings) tuples.",
+            expected="a list of 3-tuples",
+            actual=value,
+        )
+    return sorted(tuple(w) for w in value)
+
+
+@exercise("7.4", timeout=180)
+def test_the_second_run_is_as_predicted(nb, spark, tmp_path, checkpoint_dir):
+    predicted = (_predicted_windows(nb.PREDICTED_WINDOWS), nb.PREDICTED_LATE_ROWS)
+    folder, output = tmp_path / "readings", tmp_path / "samples"
+
+    def run(order: int, readings) -> tuple[list, int]:
+        deliver(folder, f"run-{order}", [reading_line(*r) for r in readings], order=order)
+        query = (
+            _counted_windows(spark, folder)
+            .withColumn("run", F.lit(order))
+            .writeStream.format("parquet")
+            .option("path", str(output))
+            .option("checkpointLocation", checkpoint_dir)
+            .outputMode("append")
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        dropped = sum(
+            op["numRowsDroppedByWatermark"]
+            for p in query.recentProgress
+            for op in p["stateOperators"]
+        )
+        windows = (
+            spark.read.parquet(str(output))
+            .where(F.col("run") == order)
+            .select("device_id", F.date_format("window_start", "HH:mm:ss").alias("start"), "events")
+            .collect()
+        )
+        return sorted((w.device_id, w.start, w.events) for w in windows), dropped
+
+    run(0, NOTEBOOK_RUN_1)
+    actual = run(1, NOTEBOOK_RUN_2)
+    expect_equal(
+        predicted,
+        actual,
+        "(PREDICTED_WINDOWS, PREDICTED_LATE_ROWS) should be the windows the second run writes, "
+        "sorted, and the late rows its batches drop (expected: what Spark does on the notebook's "
+        "readings).",
+        hint="A batch drops a reading only from windows that the watermark of the batch before "
+        "had closed, and the reading still counts in its other window if that one is open; the "
+        "windows written are those the new watermark closes, in the next batch. Late rows are "
+        "counted per window and device after Spark has combined them.",
     )
 
 
@@ -776,9 +671,30 @@ def test_alerts_are_the_anomalies_as_json(nb, spark):
     )
 
 
-@exercise("7.5", timeout=90)
+@exercise(
+    "7.5",
+    timeout=90,
+    hint="A watermark makes Spark drop rows older than it in any stateful operator, a "
+    "de-duplication included: the alerts need neither.",
+)
 def test_alerts_come_at_once_without_state(nb, spark, tmp_path, checkpoint_dir):
-    folder = tmp_path / "readings"
+    folder, output = tmp_path / "readings", tmp_path / "alerts"
+    folder.mkdir()
+    alerts = alerts_of(nb, spark.readStream.schema(READING_DDL).json(str(folder)))
+
+    def run() -> None:
+        (
+            alerts.writeStream.format("parquet")
+            .option("path", str(output))
+            .outputMode("append")
+            .option("checkpointLocation", checkpoint_dir)
+            .trigger(availableNow=True)
+            .start()
+            .awaitTermination()
+        )
+
+    # Two runs: the first moves any watermark, and its last batch puts it in force for the
+    # second, which reads an anomaly from an hour before.
     deliver(
         folder,
         "a",
@@ -789,23 +705,15 @@ def test_alerts_come_at_once_without_state(nb, spark, tmp_path, checkpoint_dir):
         ],
         order=0,
     )
-    deliver(folder, "b", [reading_line("d2", -3600, -2.0, 2)], order=1)  # an hour late
-    alerts = alerts_of(nb, spark.readStream.schema(READING_DDL).json(str(folder)))
-    (
-        alerts.writeStream.format("memory")
-        .queryName("check_7_5")
-        .outputMode("append")
-        .option("checkpointLocation", checkpoint_dir)
-        .trigger(availableNow=True)
-        .start()
-        .awaitTermination()
-    )
-    got = decoded(spark.table("check_7_5"))
-    expected = [("d1", -1.0, 20.0, "d1"), ("d2", -2.0, -3600.0, "d2")]
-    assert got == expected, (
-        f"One run over readings where no window could close yet should already give every "
-        f"anomaly, even one an hour late: expected {expected}, got {got}. Alerts wait for nothing: "
-        "no watermark, no window."
+    run()
+    deliver(folder, "b", [reading_line("d2", -3600, -2.0, 2)], order=1)
+    run()
+    expect_equal(
+        decoded(spark.read.parquet(str(output))),
+        [("d1", -1.0, 20.0, "d1"), ("d2", -2.0, -3600.0, "d2")],
+        "Two runs, the second reading an anomaly from an hour before the first run's: every "
+        "anomaly should be alerted, as (device_id, sensor_freq, seconds after 10:00:00, "
+        "partitionKey).",
     )
     assert not (Path(checkpoint_dir) / "state").exists(), (
         "The alerts query keeps state (its checkpoint has a state/ folder): it should only "
@@ -924,6 +832,14 @@ def test_a_failed_start_restores_the_pool_and_raises(nb, spark, tmp_path):
 # --- 7.7 · each batch once ----------------------------------------------------------------------
 
 
+def _crash_before_commit(checkpoint) -> None:
+    """What a driver killed after a batch's output and before Spark recorded the batch leaves."""
+    commits = Path(checkpoint, "commits")
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    for name in (str(last), f".{last}.crc"):
+        (commits / name).unlink(missing_ok=True)
+
+
 def batch_writer(nb, table: Path, app_id: str):
     write = nb.once_per_batch(str(table), app_id)
     assert callable(write), (
@@ -1031,10 +947,7 @@ def test_a_restarted_query_writes_its_replayed_batch_once(nb, spark, tmp_path, c
     deliver(folder, "a", [reading_line("d1", n, 50.0, n) for n in range(3)], order=0)
     deliver(folder, "b", [reading_line("d1", n, 50.0, n) for n in range(3, 5)], order=1)
     run()
-    # A driver that died after write() returned and before Spark recorded batch 1 as done.
-    commits = Path(checkpoint_dir, "commits")
-    for name in ("1", ".1.crc"):
-        (commits / name).unlink(missing_ok=True)
+    _crash_before_commit(checkpoint_dir)  # after write() returned for batch 1
     run()
     got = table_readings(table)
     assert got == [0, 1, 2, 3, 4], (
@@ -1042,3 +955,130 @@ def test_a_restarted_query_writes_its_replayed_batch_once(nb, spark, tmp_path, c
         f"restarted: Spark ran batch 1 again. The table should hold the readings 0 to 4 once "
         f"each; it holds {got}."
     )
+
+
+# --- 7.8 · the windows to a Delta table ---------------------------------------------------------
+
+
+def _samples_table(table: Path) -> list[tuple]:
+    """(device, window start in seconds after START, readings) per row of the Delta table."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    if not DeltaTable.is_deltatable(str(table)):
+        return []
+    arrow = DeltaTable(str(table)).to_pyarrow_table()
+    starts = arrow["window_start"].cast(pa.timestamp("s", tz="UTC")).cast(pa.int64()).to_pylist()
+    return sorted(
+        (device, start - EPOCH, events)
+        for device, start, events in zip(
+            arrow["device_id"].to_pylist(), starts, arrow["events"].to_pylist()
+        )
+    )
+
+
+@exercise(
+    "7.8",
+    timeout=240,
+    hint="Update mode emits every window a batch changed, open or closed; append mode emits a "
+    "window once, when the watermark closes it. And a plain append writes a replayed batch again.",
+)
+def test_each_closed_window_lands_once(nb, spark, tmp_path, checkpoint_dir):
+    from pyspark.sql.streaming import DataStreamWriter
+
+    folder, table = tmp_path / "readings", tmp_path / "samples"
+    folder.mkdir()
+    samples = _counted_windows(spark, folder)
+
+    def run() -> None:
+        writer = nb.samples_writer(samples, str(table))
+        if not isinstance(writer, DataStreamWriter):
+            raise CheckFailed(
+                "samples_writer() should return the DataStreamWriter, not started.",
+                expected="a DataStreamWriter",
+                actual=type(writer).__name__,
+            )
+        (
+            writer.option("checkpointLocation", checkpoint_dir)
+            .trigger(availableNow=True)
+            .start()
+            .awaitTermination()
+        )
+
+    deliver(folder, "a", [reading_line("d1", 5, 50.0, 1), reading_line("d1", 25, 50.2, 3)], 0)
+    run()
+    deliver(folder, "b", [reading_line("d1", 15, 50.1, 2)], 1)
+    run()
+    _crash_before_commit(checkpoint_dir)
+    run()
+    deliver(folder, "c", [reading_line("d1", 125, 50.3, 4)], 2)
+    run()  # its last batch, run without new data, writes the windows 10:02:05 closes
+    _crash_before_commit(checkpoint_dir)
+    run()
+    expect_equal(
+        _samples_table(table),
+        [("d1", -30, 3), ("d1", 0, 3)],
+        "After readings at 10:00:05 and :25, then :15 (its batch run again after a crash), then "
+        "10:02:05 (the batch that closes the windows run again after a crash), the table should "
+        "hold each closed window once, with all its readings, as (device, window start in "
+        "seconds after 10:00:00, readings), and no window that is still open.",
+    )
+    from deltalake import DeltaTable
+
+    expect_equal(
+        DeltaTable(str(table)).transaction_version(str(table)) is not None,
+        True,
+        "The table's commits should carry transaction identifiers whose app id is the table's "
+        "path, as the task says.",
+    )
+
+
+def _deepest_cause(query, error: BaseException) -> str:
+    """The first line of the JVM's innermost reason for a failed query, e.g. a state store's."""
+    try:
+        cause = query._jsq.exception().get()
+        while cause.getCause() is not None:
+            cause = cause.getCause()
+        return str(cause.getMessage()).splitlines()[0]
+    except Exception:  # an internal API: if it moves, Spark's own sentence will do
+        return query_cause(error)
+
+
+@exercise(
+    "7.7",
+    timeout=180,
+    hint="In a query with state, the batch's state is committed as its DataFrame is computed: "
+    "compute the batch (its Arrow table) before you decide to skip writing it.",
+)
+def test_a_stateful_query_replays_its_batch_once(nb, spark, tmp_path, checkpoint_dir):
+    folder, table = tmp_path / "readings", tmp_path / "counts"
+    folder.mkdir()
+    write = batch_writer(nb, table, "counts")
+    counts = spark.readStream.schema(READING_DDL).json(str(folder)).groupBy("device_id").count()
+
+    def run() -> None:
+        query = (
+            counts.writeStream.outputMode("update")
+            .foreachBatch(write)
+            .option("checkpointLocation", checkpoint_dir)
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            query.awaitTermination()
+        except Exception as error:
+            raise CheckFailed(
+                "A query that counts readings per device (it keeps state) failed when Spark ran "
+                "its last batch again after a crash.",
+                expected="the replayed batch skipped, the query ending normally",
+                actual=_deepest_cause(query, error),
+            ) from None
+
+    deliver(folder, "a", [reading_line("d1", 1, 50.0, 1), reading_line("d2", 2, 50.0, 1)], 0)
+    run()
+    _crash_before_commit(checkpoint_dir)
+    run()
+    from deltalake import DeltaTable
+
+    rows = sorted(DeltaTable(str(table)).to_pyarrow_table()["device_id"].to_pylist())
+    expect_equal(rows, ["d1", "d2"], "The table should hold the batch's counts once.")

@@ -1,11 +1,12 @@
 """Checks for lab 08 · Capstone: the heartbeat monitor.
 
-Pure Python first: the consumer's decoder on real ``azure.eventhub.EventData`` objects (8.2)
-and the runbook (8.4). Then Spark: the status events' encoding on fixed rows, in two session
-time zones (8.1); the pipeline, with lab 05's ``CatchUpProcessor``, over parquet files in the
-eventhubs source's schema, one file per micro-batch, run with ``trigger(availableNow=True)``
-(8.3); the wired query, looked at unstarted and then run to the end of its input against an
-in-process hub, on heartbeats sent before it starts (8.5). No check sleeps, and every verdict
+Pure Python first: the consumer's decoder on real ``azure.eventhub.EventData`` objects (8.3)
+and the runbook (8.5). Then Spark: the status events' encoding on fixed rows, in two session
+time zones (8.1); what a replayed batch leaves in an in-process status hub, against the
+learner's prediction (8.2); the pipeline, with lab 05's ``CatchUpProcessor``, over parquet
+files in the eventhubs source's schema, one file per micro-batch, run with
+``trigger(availableNow=True)`` (8.4); the wired query, looked at unstarted and then run to the
+end of its input against an in-process hub, on heartbeats sent before it starts (8.6). No check sleeps, and every verdict
 depends on the data only: the processor stamps each change with the heartbeats' enqueue
 times, which the checks choose or read back from the hub.
 """
@@ -25,7 +26,7 @@ import pytest
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
 from pyspark import cloudpickle
 
-from streamlab.grading import exercise
+from streamlab.grading import CheckFailed, exercise, expect_equal
 from streamlab.grading.verdict import query_cause
 
 # Spark's Python workers cannot import this file: send what it defines by value.
@@ -56,7 +57,7 @@ def _processor(timeout_ms: int):
     return _lab05().CatchUpProcessor(timeout_ms=timeout_ms)
 
 
-# --- 8.2 · the consumer's decoder ------------------------------------------------------------
+# --- 8.3 · the consumer's decoder ------------------------------------------------------------
 
 
 def _body(
@@ -72,8 +73,8 @@ def _body(
     return json.dumps(fields)
 
 
-def _decode(nb, events):
-    result = nb.decode_status(events)
+def _decode(nb, events, seen=None):
+    result = nb.decode_status(events, set() if seen is None else seen)
     assert isinstance(result, tuple) and len(result) == 2, (
         f"decode_status() should return a pair (transitions, quarantined); it returned "
         f"{type(result).__name__}: {result!r:.200}."
@@ -86,7 +87,7 @@ def _decode(nb, events):
     return transitions, quarantined
 
 
-@exercise("8.2")
+@exercise("8.3")
 def test_good_events_become_transitions_in_order(nb):
     events = [
         EventData(_body("m1", INITIALIZING, None, "2026-11-22T10:00:00.000Z")),
@@ -122,7 +123,7 @@ def test_good_events_become_transitions_in_order(nb):
     ), f"last_status_change_time should be an aware datetime: {expected}; got {times}."
 
 
-@exercise("8.2")
+@exercise("8.3")
 def test_times_with_an_offset_come_out_in_utc(nb):
     transitions, _ = _decode(nb, [EventData(_body(at="2026-11-22T12:00:05.123+02:00"))])
     assert len(transitions) == 1, (
@@ -137,7 +138,7 @@ def test_times_with_an_offset_come_out_in_utc(nb):
     )
 
 
-@exercise("8.2")
+@exercise("8.3")
 def test_extra_fields_are_ignored(nb):
     transitions, quarantined = _decode(nb, [EventData(_body(site="Lyon", version=2))])
     assert quarantined == [] and [list(t) for t in transitions] == [FIELDS], (
@@ -161,17 +162,17 @@ BAD = [
     (_body(machine=""), "not a transition", "an empty machine_name"),
     (_body(machine="   "), "not a transition", "a blank machine_name"),
     (_body(machine=7), "not a transition", "a machine_name that is a number"),
-    (_body(status="Rebooting"), "unknown status", "status Rebooting"),
-    (_body(status=None), "unknown status", "status null"),
-    (_body(previous="Unknown"), "unknown status", "previous_status Unknown"),
-    (_body(at="yesterday"), "bad timestamp", "a time that is not ISO-8601"),
-    (_body(at="2026-11-22T10:00:05"), "bad timestamp", "a time without a zone"),
-    (_body(at=1795000000000), "bad timestamp", "a time given as a number"),
-    (_body(at=None), "bad timestamp", "a null time"),
+    (_body(status="Rebooting"), "not a transition", "status Rebooting"),
+    (_body(status=None), "not a transition", "status null"),
+    (_body(previous="Unknown"), "not a transition", "previous_status Unknown"),
+    (_body(at="yesterday"), "not a transition", "a time that is not ISO-8601"),
+    (_body(at="2026-11-22T10:00:05"), "not a transition", "a time without a zone"),
+    (_body(at=1795000000000), "not a transition", "a time given as a number"),
+    (_body(at=None), "not a transition", "a null time"),
 ]
 
 
-@exercise("8.2")
+@exercise("8.3")
 @pytest.mark.parametrize("body, reason, what", BAD, ids=[what for _, _, what in BAD])
 def test_a_bad_event_is_quarantined_with_its_reason(nb, body, reason, what):
     event = EventData(body)
@@ -198,7 +199,7 @@ def test_a_bad_event_is_quarantined_with_its_reason(nb, body, reason, what):
     )
 
 
-@exercise("8.2")
+@exercise("8.3")
 def test_bad_events_do_not_stop_the_good_ones(nb):
     good1, bad1, good2, bad2 = (
         EventData(_body("m1", INITIALIZING, None)),
@@ -217,10 +218,68 @@ def test_bad_events_do_not_stop_the_good_ones(nb):
         f"Both bad events should be quarantined, themselves and in order, with the reason "
         f"'not JSON'; got {[reason for _, reason in quarantined]}."
     )
-    assert _decode(nb, []) == ([], []), "No events: decode_status([]) should return ([], [])."
+    assert _decode(nb, []) == ([], []), "No events: decode_status([], seen) should return ([], [])."
 
 
-# --- 8.4 · the runbook ------------------------------------------------------------------------
+REPEAT_HINT = (
+    "The sink is at least once: keep the (machine_name, status, last_status_change_time) of "
+    "every good event in the set the caller passes, and skip an event whose triple is there."
+)
+
+
+@exercise("8.3", hint=REPEAT_HINT)
+def test_a_repeated_change_comes_through_once(nb):
+    first = EventData(_body("m1", HEALTHY, INITIALIZING, "2026-11-22T10:00:01.000Z"))
+    again = EventData(_body("m1", HEALTHY, INITIALIZING, "2026-11-22T10:00:01.000Z"))
+    later = EventData(_body("m1", UNHEALTHY, HEALTHY, "2026-11-22T10:00:06.000Z"))
+    transitions, quarantined = _decode(nb, [first, again, later])
+    expect_equal(
+        [(t["machine_name"], t["status"]) for t in transitions],
+        [("m1", HEALTHY), ("m1", UNHEALTHY)],
+        "The same change delivered twice (a replayed batch) should come out once, and the "
+        "changes after it as usual.",
+    )
+    expect_equal(quarantined, [], "A repeat is not a bad event: it is dropped, not quarantined.")
+
+
+@exercise("8.3", hint=REPEAT_HINT)
+def test_repeats_are_recognised_across_calls_and_time_zones(nb):
+    seen: set = set()
+    _decode(nb, [EventData(_body("m1", HEALTHY, INITIALIZING, "2026-11-22T10:00:05.123Z"))], seen)
+    transitions, _ = _decode(
+        nb,
+        [
+            EventData(_body("m1", HEALTHY, INITIALIZING, "2026-11-22T12:00:05.123+02:00")),
+            EventData(_body("m2", HEALTHY, INITIALIZING, "2026-11-22T10:00:05.123Z")),
+            EventData(_body("m1", HEALTHY, UNHEALTHY, "2026-11-22T10:00:09.000Z")),
+        ],
+        seen,
+    )
+    expect_equal(
+        [(t["machine_name"], t["previous_status"], t["status"]) for t in transitions],
+        [("m2", INITIALIZING, HEALTHY), ("m1", UNHEALTHY, HEALTHY)],
+        "A second call with the same set: m1's change at 10:00:05.123 UTC, spelled with +02:00, "
+        "was seen in the first call and is dropped; m2's change at the same time, and m1's "
+        "later change, are news.",
+    )
+
+
+@exercise("8.3")
+def test_a_bad_event_does_not_count_as_seen(nb):
+    seen: set = set()
+    bad = EventData(_body("m1", "Rebooting", None))
+    good = EventData(_body("m1", INITIALIZING, None))
+    first = _decode(nb, [bad], seen)
+    second = _decode(nb, [bad, good], seen)
+    expect_equal(
+        ([r for _, r in first[1]], [r for _, r in second[1]], len(second[0])),
+        (["not a transition"], ["not a transition"], 1),
+        "A bad event is quarantined every time it comes (someone must find its sender), and a "
+        "good one after it still comes through.",
+    )
+
+
+# --- 8.5 · the runbook ------------------------------------------------------------------------
 
 CS = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=monitor;SharedAccessKey=c2VjcmV0"
 
@@ -237,7 +296,7 @@ def _settings(nb, *args, **kwargs) -> dict:
     return settings
 
 
-@exercise("8.4")
+@exercise("8.5")
 def test_the_settings_for_three_machines(nb):
     got = _settings(nb, CS, 3, "/data/checkpoints")
     expected = {
@@ -266,7 +325,7 @@ def test_the_settings_for_three_machines(nb):
     )
 
 
-@exercise("8.4")
+@exercise("8.5")
 @pytest.mark.parametrize(
     "fleet, trigger_ms, factor",
     [(1, 500, 10), (10_000, 500, 10), (7, 250, 3), (1, 1, 1), (2, 2_000, 1)],
@@ -284,7 +343,7 @@ def test_max_events_grows_with_the_fleet(nb, fleet, trigger_ms, factor):
     )
 
 
-@exercise("8.4")
+@exercise("8.5")
 def test_the_checkpoint_root_may_be_a_uri(nb):
     root = "abfss://monitor@account.dfs.core.windows.net/checkpoints/"
     got = _settings(nb, CS, 3, root, consumer_group="monitor")
@@ -297,12 +356,19 @@ def test_the_checkpoint_root_may_be_a_uri(nb):
         f"between root and folder, and the URI left as it is (pathlib would turn '//' into '/'); "
         f"got {got['checkpointLocation']!r}."
     )
+    local = _settings(nb, CS, 3, "/srv/box/")["checkpointLocation"]
+    expect_equal(
+        local,
+        "/srv/box/heartbeat-monitor",
+        "A local root with a trailing slash keeps every character of its name, and gets one '/' "
+        "before the folder.",
+    )
     assert got["source"]["consumerGroup"] == "monitor", (
         f"consumer_group='monitor' should be the source's consumerGroup; it is {got['source'].get('consumerGroup')!r}."
     )
 
 
-@exercise("8.4")
+@exercise("8.5")
 @pytest.mark.parametrize(
     "args, kwargs, what",
     [
@@ -424,9 +490,110 @@ def test_status_events_works_on_a_stream(nb, spark, tmp_path):
     )
 
 
-# --- 8.3 · the pipeline over files -----------------------------------------------------------
+# --- 8.2 · predict the status hub after a crash -----------------------------------------------
 
-_ARROW_SCHEMA = pa.schema(
+
+def _contract_events(transitions):
+    """The contract's status events, encoded here: 8.2 is graded apart from 8.1."""
+    from pyspark.sql import functions as F
+
+    options = {
+        "ignoreNullFields": "false",
+        "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX",
+        "timeZone": "UTC",
+    }
+    return transitions.select(
+        F.to_json(F.struct(*FIELDS), options).alias("body"),
+        F.col("machine_name").alias("partitionKey"),
+    )
+
+
+@exercise("8.2", timeout=420)
+def test_the_status_hub_after_a_replay_is_as_predicted(nb, spark, tmp_path):
+    from streamlab.hub import Hub, partition_for_key
+
+    predicted = nb.PREDICTED_STATUS_EVENTS
+    if not isinstance(predicted, (list, tuple)) or not all(
+        isinstance(e, (list, tuple)) and len(e) == 2 for e in predicted
+    ):
+        raise CheckFailed(
+            "PREDICTED_STATUS_EVENTS should be a list of (machine_name, status) pairs, sorted.",
+            expected="a list of pairs",
+            actual=predicted,
+        )
+    predicted = [tuple(e) for e in predicted]
+    incoming, checkpoint = tmp_path / "hub-files", tmp_path / "checkpoint"
+    numbers: dict[str, int] = {}
+    for second in (0, 1):
+        rows = []
+        for machine in ("Producer 1", "Producer 2"):
+            partition = str(partition_for_key(machine, 4))
+            number = numbers.get(partition, 0)
+            numbers[partition] = number + 1
+            rows.append(
+                {
+                    "body": _heartbeat(machine)[1],
+                    "partition": partition,
+                    "offset": str(number),
+                    "sequenceNumber": number,
+                    "enqueuedTime": START + timedelta(seconds=second),
+                    "publisher": None,
+                    "partitionKey": machine,
+                    "properties": [],
+                }
+            )
+        incoming.mkdir(parents=True, exist_ok=True)
+        path = incoming / f"{second:03d}.parquet"
+        pq.write_table(pa.Table.from_pylist(rows, schema=_HUB_SCHEMA), path)
+        os.utime(path, (START.timestamp() + second,) * 2)
+    lab05 = _lab05()
+    with Hub(data_dir=tmp_path / "hub", eventhubs={"status": 1}, port=0) as hub:
+
+        def run() -> None:
+            from streamlab.eventhubs import SCHEMA
+
+            events = (
+                spark.readStream.schema(SCHEMA)
+                .option("maxFilesPerTrigger", 1)
+                .parquet(str(incoming))
+            )
+            transitions = lab05.catch_up_changes(
+                lab05.parse_heartbeats(events), lab05.CatchUpProcessor(timeout_ms=5_000)
+            )
+            _run_available(
+                spark,
+                _contract_events(transitions)
+                .writeStream.format("eventhubs")
+                .option("connectionString", hub.connection_string)
+                .option("eventHubName", "status")
+                .option("checkpointLocation", str(checkpoint)),
+            )
+
+        run()
+        commits = checkpoint / "commits"
+        last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+        for name in (str(last), f".{last}.crc"):
+            (commits / name).unlink(missing_ok=True)
+        run()
+        events = _status_events(hub.connection_string)
+    actual = sorted(
+        (json.loads(e.body_as_str())["machine_name"], json.loads(e.body_as_str())["status"])
+        for e in events
+    )
+    expect_equal(
+        predicted,
+        actual,
+        "PREDICTED_STATUS_EVENTS should be every event the status hub holds after the crash and "
+        "the restart, as sorted (machine_name, status) pairs, repeats included (expected: what "
+        "the hub held on the same input).",
+        hint="A restarted query runs its last unrecorded batch again from the state of the batch "
+        "before it: it computes the same changes and sends them again.",
+    )
+
+
+# --- 8.4 · the pipeline over files -----------------------------------------------------------
+
+_HUB_SCHEMA = pa.schema(
     [
         ("body", pa.binary()),
         ("partition", pa.string()),
@@ -436,9 +603,10 @@ _ARROW_SCHEMA = pa.schema(
         ("publisher", pa.string()),
         ("partitionKey", pa.string()),
         ("properties", pa.map_(pa.string(), pa.string())),
-        ("systemProperties", pa.map_(pa.string(), pa.string())),
     ]
 )
+# The same, with the map the source adds when read with systemProperties.
+_ARROW_SCHEMA = _HUB_SCHEMA.append(pa.field("systemProperties", pa.map_(pa.string(), pa.string())))
 TRANSITION_COLUMNS = [
     ("machine_name", "string"),
     ("status", "string"),
@@ -516,7 +684,7 @@ def _describe(rows) -> str:
     )
 
 
-@exercise("8.3", timeout=60)
+@exercise("8.4", timeout=60)
 def test_the_pipeline_is_returned_unstarted(nb, spark, tmp_path):
     from pyspark.sql import DataFrame
 
@@ -549,7 +717,7 @@ def test_the_pipeline_is_returned_unstarted(nb, spark, tmp_path):
     )
 
 
-@exercise("8.3", timeout=420)
+@exercise("8.4", timeout=420)
 def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
     incoming, checkpoint = tmp_path / "hub", tmp_path / "checkpoint"
     # Five files of partition 0; the partition holds more than the first four (a backlog), and
@@ -649,7 +817,7 @@ def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
     )
 
 
-# --- 8.5 · the wired query --------------------------------------------------------------------
+# --- 8.6 · the wired query --------------------------------------------------------------------
 
 FAKE_CS = (
     "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=course;SharedAccessKey=course;"
@@ -696,7 +864,7 @@ def _writer_field(writer, name: str):
     return field.get(java)
 
 
-@exercise("8.5", timeout=60)
+@exercise("8.6", timeout=60)
 def test_the_writer_is_set_up_from_the_settings(nb, spark, tmp_path):
     settings = _settings_for(FAKE_CS, tmp_path / "checkpoint")
     writer = _writer(nb, spark, settings)
@@ -766,7 +934,7 @@ def _key(event) -> str:
     return key.decode() if isinstance(key, bytes) else key
 
 
-@exercise("8.5", timeout=480)
+@exercise("8.6", timeout=480)
 def test_the_query_turns_heartbeats_into_status_events_on_the_hub(nb, spark, tmp_path):
     from streamlab.hub import Hub
 

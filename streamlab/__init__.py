@@ -1,12 +1,31 @@
 """Support package for the stateful stream processing course.
 
-One module per part of the course:
+One module or subpackage per part of the course; the README's "Where things live" maps each
+to the labs that use it.
 
 - :mod:`streamlab.session`: the shared SparkSession (RocksDB state store, quiet logs).
-- :mod:`streamlab.registry`: the list of labs and exercises (``course.toml``).
-- :mod:`streamlab.authoring`: generates the learner's notebooks in ``labs/`` from ``solutions/``.
-- :mod:`streamlab.grading`: loads exercise cells from a notebook and grades them.
 - :mod:`streamlab.hub`: a local Azure Event Hubs emulator.
+- :mod:`streamlab.eventhubs`: the Spark source and sink ``format("eventhubs")``.
+- :mod:`streamlab.fleet`, :mod:`streamlab.sensors`, :mod:`streamlab.background_sender`:
+  simulated producers (heartbeats, sensor readings) and what they share.
+- :mod:`streamlab.widgets`: the producer panel and the status board.
+- :mod:`streamlab.monitor`: the reference monitor; :mod:`streamlab.demo` runs it in a terminal.
+- :mod:`streamlab.delta`: Delta tables written from ``foreachBatch``.
+- :mod:`streamlab.cluster`, :mod:`streamlab.connect`: a standalone cluster and a Spark Connect
+  server from the installed PySpark.
+- :mod:`streamlab.processes`: starting, waiting on and stopping processes; Ctrl-C and SIGTERM.
+- :mod:`streamlab.registry`: the list of labs and exercises (``course.toml``).
+- :mod:`streamlab.notebooks`: the notebook conventions (exercise tags, solution regions).
+- :mod:`streamlab.authoring`: generates the learner's notebooks in ``labs/`` from ``solutions/``.
+- :mod:`streamlab.grading`: grades exercise cells from a notebook (``nox -s check``, ``%check``);
+  :mod:`streamlab.mutants` tells whether the checks catch wrong solutions.
+- :mod:`streamlab.solutions`: a lab's solution, or the learner's own code, for later labs.
+- :mod:`streamlab.hints`: tiered hints (``nox -s hint``); :mod:`streamlab.hint_leaks` holds
+  them to never giving the solution away.
+- :mod:`streamlab.benchmarks`: benchmark results and their charts.
+- :mod:`streamlab.lab_launcher`, :mod:`streamlab.mkdocs_hooks`, :mod:`streamlab.paths`,
+  :mod:`streamlab.spark_fixtures`: ``nox -s lab``, the website's hooks, the course's folders,
+  the checks' Spark fixtures.
 
 In a notebook, ``import streamlab`` also registers the ``%check`` magic
 (:mod:`streamlab.grading.magic`).
@@ -19,10 +38,11 @@ __all__ = ["REPO_ROOT", "JavaNotFoundError", "spark_session", "stop_spark_sessio
 
 
 def load_ipython_extension(ipython) -> None:
-    """``%load_ext streamlab``: the ``%check`` magic (:mod:`streamlab.grading.magic`)."""
+    """``%load_ext streamlab``: record cell runs, and ``%check`` (imported when first used)."""
     from streamlab.grading.cell_history import install
 
     install(ipython)
+    ipython.magics_manager.register_lazy("check", "streamlab.grading.magic:CheckMagics", "line")
 
 
 def _register_in_ipython() -> None:

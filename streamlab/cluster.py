@@ -20,15 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
-import threading
-import time
 import urllib.request
 from pathlib import Path
 
+from streamlab import processes
 from streamlab.paths import BUILD_DIR
 
 #: Where the daemons' logs and the workers' scratch folders go.
@@ -71,45 +68,14 @@ def daemon_env(host: str = LOOPBACK) -> dict[str, str]:
     }
 
 
-def start_daemon(command: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+def start_daemon(command: list[str], log: Path, env: dict[str, str]) -> processes.Child:
     """Start a Spark daemon in a process group of its own, its output appended to ``log``."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            command,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
+    return processes.Child(command, log=log, env=env, group=True)
 
 
-def stop_daemon(process: subprocess.Popen, timeout: float = 20.0) -> None:
+def stop_daemon(process: processes.Child, timeout: float = 20.0) -> None:
     """Stop a daemon and everything in its process group: SIGTERM, then SIGKILL."""
-    _signal_group(process, signal.SIGTERM)
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _signal_group(process, signal.SIGKILL)
-        process.wait()
-    # Executors and Python workers left in the group go with it.
-    _signal_group(process, signal.SIGKILL)
-
-
-def _signal_group(process: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(process.pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def log_tail(path: Path, lines: int = 15) -> str:
-    """The last lines of a log, for an error message."""
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
+    processes.terminate(process, group=True, grace=timeout)
 
 
 class ClusterError(RuntimeError):
@@ -141,8 +107,8 @@ class LocalCluster:
         self.host = host
         self.port = 0
         self.web_ui_port = 0
-        self._master: subprocess.Popen | None = None
-        self._workers: list[subprocess.Popen] = []
+        self._master: processes.Child | None = None
+        self._workers: list[processes.Child] = []
 
     @property
     def master_url(self) -> str:
@@ -211,28 +177,29 @@ class LocalCluster:
         return self
 
     def _wait_for_workers(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        logs = [self.log_dir / "master.log"] + [
-            self.log_dir / f"worker-{n}.log" for n in range(1, self.workers + 1)
-        ]
-        while True:
-            for process, log in zip([self._master, *self._workers], logs):
-                if process.poll() is not None:
-                    raise ClusterError(
-                        f"{log.stem} exited with code {process.returncode}; "
-                        f"the end of {log}:\n{log_tail(log)}"
-                    )
+        def registered() -> bool:
             try:
-                if self.status().get("aliveworkers", 0) >= self.workers:
-                    return
-            except OSError:
-                pass  # the master's web UI is not up yet
-            if time.monotonic() > deadline:
-                raise ClusterError(
-                    f"the workers did not register with {self.master_url} within "
-                    f"{timeout:.0f} s; see the logs in {self.log_dir}"
-                )
-            time.sleep(0.5)
+                return self.status().get("aliveworkers", 0) >= self.workers
+            except (OSError, ValueError):  # its web UI is not up, or answered before it was
+                return False
+
+        def exited(process: processes.Child) -> ClusterError:
+            log = process.log
+            return ClusterError(
+                f"{log.stem} exited with code {process.returncode}; "
+                f"the end of {log}:\n{process.output()}"
+            )
+
+        processes.wait_until(
+            registered,
+            timeout=timeout,
+            watch=[self._master, *self._workers],
+            exited=exited,
+            expired=lambda: ClusterError(
+                f"the workers did not register with {self.master_url} within "
+                f"{timeout:.0f} s; see the logs in {self.log_dir}"
+            ),
+        )
 
     def running(self) -> bool:
         """Whether the master is still up."""
@@ -273,34 +240,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 1:
         parser.error("--workers must be at least 1")
 
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    signal.signal(signal.SIGINT, lambda *_: stopping.set())
     cluster = LocalCluster(args.workers, cores=args.cores, memory=args.memory, log_dir=args.log_dir)
-    try:
-        cluster.start()
-    except ClusterError as error:
-        print(f"the cluster did not start: {error}", file=sys.stderr)
-        return 1
-    try:
-        print(f"Spark master  {cluster.master_url}")
-        print(
+    return processes.serve_until_stopped(
+        cluster,
+        lambda: [
+            f"Spark master  {cluster.master_url}",
             f"workers       {cluster.workers}, each offering {cluster.cores} core(s) and "
-            f"{cluster.memory}"
-        )
-        print(f"web UI        {cluster.web_ui}")
-        print(f"logs          {cluster.log_dir}")
-        print("Run labs, checks and the monitor on it from another terminal after:")
-        print(f"  export STREAMLAB_SPARK_MASTER={cluster.master_url}")
-        print("Ctrl-C stops the cluster.", flush=True)
-        while not stopping.wait(1.0):
-            if not cluster.running():
-                print("the master exited; stopping the workers", file=sys.stderr)
-                return 1
-    finally:
-        cluster.stop()
-        print("cluster stopped", flush=True)
-    return 0
+            f"{cluster.memory}",
+            f"web UI        {cluster.web_ui}",
+            f"logs          {cluster.log_dir}",
+            "Run labs, checks and the monitor on it from another terminal after:",
+            f"  export STREAMLAB_SPARK_MASTER={cluster.master_url}",
+            "Ctrl-C stops the cluster.",
+        ],
+        start_error=ClusterError,
+        did_not_start="the cluster did not start",
+        stopped="cluster stopped",
+        died=lambda: "the master exited; stopping the workers",
+    )
 
 
 if __name__ == "__main__":

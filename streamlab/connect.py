@@ -17,22 +17,12 @@ one). Ctrl-C or SIGTERM stops the server and everything it started. From Python,
 from __future__ import annotations
 
 import argparse
-import signal
 import socket
 import sys
-import threading
-import time
 from pathlib import Path
 
-from streamlab.cluster import (
-    LOOPBACK,
-    daemon_env,
-    free_port,
-    log_tail,
-    spark_home,
-    start_daemon,
-    stop_daemon,
-)
+from streamlab import processes
+from streamlab.cluster import LOOPBACK, daemon_env, free_port, spark_home, start_daemon, stop_daemon
 from streamlab.paths import BUILD_DIR
 from streamlab.session import DEFAULT_CONF
 
@@ -66,7 +56,7 @@ class ConnectServer:
         self.conf = {**DEFAULT_CONF, **(conf or {})}
         self.log_dir = Path(log_dir) if log_dir else LOG_DIR
         self.host = host
-        self._process = None
+        self._process: processes.Child | None = None
 
     @property
     def url(self) -> str:
@@ -102,22 +92,23 @@ class ConnectServer:
         if not self.port:
             self.port = free_port(self.host)
         self._process = start_daemon(self.command(), self.log, daemon_env(self.host))
-        deadline = time.monotonic() + timeout
-        while not self._listening():
-            if self._process.poll() is not None:
-                code = self._process.returncode
-                self._process = None
-                raise ConnectServerError(
-                    f"the server exited with code {code}; the end of "
-                    f"{self.log}:\n{log_tail(self.log)}"
-                )
-            if time.monotonic() > deadline:
-                self.stop()
-                raise ConnectServerError(
+        try:
+            processes.wait_until(
+                self._listening,
+                timeout=timeout,
+                watch=[self._process],
+                exited=lambda process: ConnectServerError(
+                    f"the server exited with code {process.returncode}; the end of "
+                    f"{self.log}:\n{process.output()}"
+                ),
+                expired=lambda: ConnectServerError(
                     f"the server did not listen on {self.url} within "
                     f"{timeout:.0f} s; see {self.log}"
-                )
-            time.sleep(0.5)
+                ),
+            )
+        except ConnectServerError:
+            self.stop()
+            raise
         return self
 
     def _listening(self) -> bool:
@@ -163,29 +154,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-dir", default=str(LOG_DIR), help="where the log goes")
     args = parser.parse_args(argv)
 
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    signal.signal(signal.SIGINT, lambda *_: stopping.set())
     server = ConnectServer(args.port, master=args.master, log_dir=args.log_dir)
-    try:
-        server.start()
-    except ConnectServerError as error:
-        print(f"the Spark Connect server did not start: {error}", file=sys.stderr)
-        return 1
-    try:
-        print(f"Spark Connect  {server.url}  (queries run on {server.master})")
-        print(f"log            {server.log}")
-        print("Use it from a notebook with streamlab.spark_session(remote=...), or after:")
-        print(f"  export STREAMLAB_SPARK_REMOTE={server.url}")
-        print("Ctrl-C stops the server.", flush=True)
-        while not stopping.wait(1.0):
-            if not server.running():
-                print(f"the server exited; see {server.log}", file=sys.stderr)
-                return 1
-    finally:
-        server.stop()
-        print("Spark Connect server stopped", flush=True)
-    return 0
+    return processes.serve_until_stopped(
+        server,
+        lambda: [
+            f"Spark Connect  {server.url}  (queries run on {server.master})",
+            f"log            {server.log}",
+            "Use it from a notebook with streamlab.spark_session(remote=...), or after:",
+            f"  export STREAMLAB_SPARK_REMOTE={server.url}",
+            "Ctrl-C stops the server.",
+        ],
+        start_error=ConnectServerError,
+        did_not_start="the Spark Connect server did not start",
+        stopped="Spark Connect server stopped",
+        died=lambda: f"the server exited; see {server.log}",
+    )
 
 
 if __name__ == "__main__":

@@ -16,15 +16,17 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
-import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from streamlab.paths import BUILD_DIR, REPO_ROOT
+from streamlab import processes
+from streamlab.monitor import command, read_transitions
+from streamlab.paths import BUILD_DIR, REPO_ROOT, lock_file
 
 _COLOURS = {"Initializing": "34", "Healthy": "32", "Unhealthy": "31"}
 #: What each colour of the status line means, in the order a machine meets them.
@@ -134,7 +136,7 @@ def _waiting_for(startup: list[tuple[str, str]]) -> str:
     return "waiting for the first transitions"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nox -s demo --",
         description=__doc__,
@@ -166,140 +168,241 @@ def main(argv: list[str] | None = None) -> int:
         default=BUILD_DIR / "demo",
         help="hub log, checkpoint and transitions (emptied first)",
     )
-    args = parser.parse_args(argv)
+    return parser
 
-    from streamlab.fleet import Fleet
-    from streamlab.hub import start_subprocess
-    from streamlab.monitor import read_transitions
 
-    work = args.work_dir
-    if work.exists():
-        shutil.rmtree(work)
-    colour = sys.stdout.isatty()
-    screen = _Terminal(sys.stdout, colour)
-    screen.say("Starting the Event Hubs emulator...")
-    hub = start_subprocess(data_dir=work / "hub")
-    fleet = Fleet(hub.connection_string)
-    names = [fleet.add().name for _ in range(args.producers)]
-    screen.say(f"{len(names)} producers sending one heartbeat a second.")
-    screen.say(legend(colour))
-    screen.say("Starting Spark and the monitor's query (the first transitions take 15-30 s)...")
+def start_monitor(connection_string: str, work: Path) -> processes.Child:
+    """The monitor as a child process, on ``local[2]`` unless a master is set."""
+    master = os.environ.get("STREAMLAB_SPARK_MASTER", "local[2]")
+    return processes.Child(
+        command(connection_string, work / "checkpoint", work / "transitions"),
+        cwd=REPO_ROOT,
+        env={**os.environ, "STREAMLAB_SPARK_MASTER": master},
+    )
 
-    def start_monitor() -> subprocess.Popen:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "streamlab.monitor",
-                "--connection-string",
-                hub.connection_string,
-                "--checkpoint",
-                str(work / "checkpoint"),
-                "--output",
-                str(work / "transitions"),
-            ],
-            cwd=REPO_ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={
-                **os.environ,
-                "STREAMLAB_SPARK_MASTER": os.environ.get("STREAMLAB_SPARK_MASTER", "local[2]"),
-            },
+
+class Demo:
+    """One run of the demo: its hub, fleet, monitor, screen and schedule.
+
+    ``with Demo(...) as demo`` starts the hub, the producers and the monitor; each
+    :meth:`tick` (every 0.25 s) narrates what happened since the last one and runs the steps
+    that are due. ``clock`` and ``launch`` (which starts the monitor) are for tests.
+    """
+
+    def __init__(
+        self,
+        work: Path,
+        screen: _Terminal,
+        *,
+        producers: int = 4,
+        pause_after: float = 15.0,
+        pause_for: float = 10.0,
+        down_for: float = 8.0,
+        duration: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        launch: Callable[[str, Path], processes.Child] = start_monitor,
+    ) -> None:
+        self.work, self.screen, self.producers = work, screen, producers
+        self.pause_after, self.pause_for, self.down_for = pause_after, pause_for, down_for
+        self.duration, self._clock, self._launch = duration, clock, launch
+        self.hub: Any = None
+        self.fleet: Any = None
+        self.monitor: processes.Child | None = None
+        self.steps: list[Step] = []
+        self.status: dict[str, str] = {}
+        self.startup = list(STARTUP)
+        self.began = clock()
+        self.first_seen: float | None = None  # when the first transition was shown
+        self.shown = 0  # transitions shown so far
+        self.rows: list[dict] = []
+        self.restart_at: float | None = None  # when a killed monitor starts again
+        self.back_after: int | None = None  # the newest batch planned before the crash
+        self.since_crash = 0  # transitions shown before the crash
+
+    # -- start and stop ---------------------------------------------------------------------
+
+    def __enter__(self) -> Demo:
+        from streamlab.fleet import Fleet
+        from streamlab.hub import start_subprocess
+
+        self.screen.say("Starting the Event Hubs emulator...")
+        try:
+            self.hub = start_subprocess(data_dir=self.work / "hub")
+            self.fleet = Fleet(self.hub.connection_string)
+            self.begin([self.fleet.add().name for _ in range(self.producers)])
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def begin(self, names: list[str]) -> None:
+        """Say what runs and what the colours mean, start the monitor and the schedule."""
+        colour = self.screen.colour
+        self.screen.say(f"{len(names)} producers sending one heartbeat a second.")
+        self.screen.say(legend(colour))
+        self.screen.say(
+            "Starting Spark and the monitor's query (the first transitions take 15-30 s)..."
+        )
+        self.monitor = self._launch(self.hub.connection_string, self.work)
+        self.began = self._clock()
+        self.steps = schedule(names, self.pause_after, self.pause_for, crash=self.down_for > 0)
+        self.status = dict.fromkeys(names, "unknown")
+
+    def __exit__(self, *exc: object) -> None:
+        self.screen.say("Stopping...")
+        if self.fleet is not None:
+            self.fleet.stop()
+        if self.monitor is not None:
+            processes.terminate(self.monitor, grace=60)
+        if self.hub is not None:
+            self.hub.stop()
+
+    # -- one step ---------------------------------------------------------------------------
+
+    def finished(self) -> bool:
+        """Whether ``--duration`` has passed."""
+        return bool(self.duration) and self._elapsed() > self.duration
+
+    def tick(self) -> int | None:
+        """One step of the demo; an exit status when it must end (the monitor failed)."""
+        if self._monitor_failed():
+            return 1
+        self._restart_monitor_if_due()
+        self._report_catch_up()
+        self._report_startup()
+        self._show_new_transitions()
+        self._run_due_steps()
+        self._draw_status_line()
+        return None
+
+    def _elapsed(self) -> float:
+        return self._clock() - self.began
+
+    def _monitor_failed(self) -> bool:
+        if self.monitor is None or self.monitor.poll() is None:
+            return False
+        self.screen.say("The monitor stopped:\n" + self.monitor.output()[-2000:])
+        return True
+
+    def _restart_monitor_if_due(self) -> None:
+        if self.restart_at is None or self._clock() < self.restart_at:
+            return
+        self.restart_at, self.monitor = None, self._launch(self.hub.connection_string, self.work)
+        self.screen.say(
+            f"--- monitor started again on the same checkpoint after "
+            f"{self.down_for:g} s down; it reads what the producers sent meanwhile"
         )
 
-    monitor: subprocess.Popen | None = start_monitor()
-    restart_at: float | None = None  # when a killed monitor starts again
-    back_after: int | None = None  # the newest batch planned before the crash
-    since_crash = 0  # transitions shown before the crash
+    def _report_catch_up(self) -> None:
+        """Once the first batch planned after the restart is done: who turned red meanwhile."""
+        if self.back_after is None or self._newest("commits") <= self.back_after:
+            return
+        self.back_after = None
+        red = sorted(
+            {
+                r["machine_name"]
+                for r in read_transitions(self.work / "transitions")[self.since_crash :]
+                if r["status"] == "Unhealthy"
+            }
+        )
+        self.screen.say(
+            "--- monitor caught up: its first new batch after the crash is done; "
+            + (
+                f"turned red since the crash: {', '.join(red)}"
+                if red
+                else "no machine turned red, none stopped sending"
+            )
+        )
 
-    stopping = False
+    def _report_startup(self) -> None:
+        while self.startup and (self.work / self.startup[0][0]).exists():
+            self.screen.say(f"[{self._elapsed():3.0f} s] {self.startup.pop(0)[1]}")
 
-    def _stop(signum, frame):
-        nonlocal stopping
-        stopping = True
+    def _show_new_transitions(self) -> None:
+        self.rows = read_transitions(self.work / "transitions")
+        for row in self.rows[self.shown :]:
+            self.status[row["machine_name"]] = row["status"]
+            self.screen.say(_line(row, self.screen.colour))
+        self.shown = len(self.rows)
+        if self.rows and self.first_seen is None:
+            self.first_seen = self._clock()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    began = time.monotonic()
-    steps = schedule(names, args.pause_after, args.pause_for, crash=args.down_for > 0)
-    startup = list(STARTUP)
-    first_seen: float | None = None
-    shown = 0
-    status = dict.fromkeys(names, "unknown")
+    def _run_due_steps(self) -> None:
+        while (
+            self.first_seen is not None
+            and self.steps
+            and self._clock() - self.first_seen >= self.steps[0].at
+        ):
+            step = self.steps.pop(0)
+            if step.action == "crash":
+                self._crash()
+                continue
+            for name in step.machines:
+                getattr(self.fleet, step.action)(name)
+            self.screen.say(f"--- {step.action} {', '.join(step.machines)}")
+
+    def _crash(self) -> None:
+        """Kill the monitor with SIGKILL; it starts again after ``down_for`` seconds."""
+        # A batch planned before the crash is replayed as it was: the first batch planned
+        # after the restart is the one that reads the downtime.
+        self.back_after, self.since_crash = self._newest("offsets"), self.shown
+        if self.monitor is not None:
+            self.monitor.kill()
+            self.monitor.wait()
+        self.monitor, self.restart_at = None, self._clock() + self.down_for
+        self.screen.say("--- crash: the monitor is killed with SIGKILL; the producers keep sending")
+
+    def _draw_status_line(self) -> None:
+        board = "  ".join(_paint(s, f"\u25cf {n}", True) for n, s in self.status.items())
+        waiting = "" if self.rows else f"  | {_waiting_for(self.startup)} ({self._elapsed():.0f} s)"
+        self.screen.status(f"{board}  | sent {self.fleet.events_sent}{waiting}")
+
+    def _newest(self, log: str) -> int:
+        return _newest_batch(self.work / "checkpoint", log)
+
+
+def work_folder(wanted: Path, screen: _Terminal) -> tuple[Path, int | None]:
+    """The demo's folder, emptied, and the lock that keeps it; a temporary one (no lock)
+    where another demo is using ``wanted``, which must not be emptied under it."""
+    wanted.parent.mkdir(parents=True, exist_ok=True)
+    lock = lock_file(wanted.with_name(wanted.name + ".lock"))
+    if lock is None:
+        screen.say(
+            f"Another demo is using {wanted}; this one works in a temporary folder, "
+            "deleted when it stops."
+        )
+        return Path(tempfile.mkdtemp(prefix="streamlab-demo-")), None
+    if wanted.exists():
+        shutil.rmtree(wanted)
+    return wanted, lock
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    screen = _Terminal(sys.stdout, sys.stdout.isatty())
+    stop = processes.stop_requested()
+    work, lock = work_folder(args.work_dir, screen)
+    demo = Demo(
+        work,
+        screen,
+        producers=args.producers,
+        pause_after=args.pause_after,
+        pause_for=args.pause_for,
+        down_for=args.down_for,
+        duration=args.duration,
+    )
     try:
-        while not stopping:
-            elapsed = time.monotonic() - began
-            if args.duration and elapsed > args.duration:
-                break
-            if monitor is not None and monitor.poll() is not None:
-                screen.say("The monitor stopped:\n" + monitor.stderr.read()[-2000:])
-                return 1
-            if restart_at is not None and time.monotonic() >= restart_at:
-                restart_at, monitor = None, start_monitor()
-                screen.say(
-                    f"--- monitor started again on the same checkpoint after "
-                    f"{args.down_for:g} s down; it reads what the producers sent meanwhile"
-                )
-            if (
-                back_after is not None
-                and _newest_batch(work / "checkpoint", "commits") > back_after
-            ):
-                back_after = None
-                red = sorted(
-                    {
-                        r["machine_name"]
-                        for r in read_transitions(work / "transitions")[since_crash:]
-                        if r["status"] == "Unhealthy"
-                    }
-                )
-                screen.say(
-                    "--- monitor caught up: its first new batch after the crash is done; "
-                    + (
-                        f"turned red since the crash: {', '.join(red)}"
-                        if red
-                        else "no machine turned red, none stopped sending"
-                    )
-                )
-            while startup and (work / startup[0][0]).exists():
-                screen.say(f"[{elapsed:3.0f} s] {startup.pop(0)[1]}")
-            rows = read_transitions(work / "transitions")
-            for row in rows[shown:]:
-                status[row["machine_name"]] = row["status"]
-                screen.say(_line(row, colour))
-            shown = len(rows)
-            if rows and first_seen is None:
-                first_seen = time.monotonic()
-            while first_seen is not None and steps and time.monotonic() - first_seen >= steps[0].at:
-                step = steps.pop(0)
-                if step.action == "crash":
-                    # A batch planned before the crash is replayed as it was: the first batch
-                    # planned after the restart is the one that reads the downtime.
-                    back_after, since_crash = _newest_batch(work / "checkpoint", "offsets"), shown
-                    monitor.kill()
-                    monitor.wait()
-                    monitor, restart_at = None, time.monotonic() + args.down_for
-                    screen.say(
-                        "--- crash: the monitor is killed with SIGKILL; the producers keep sending"
-                    )
-                    continue
-                for name in step.machines:
-                    getattr(fleet, step.action)(name)
-                screen.say(f"--- {step.action} {', '.join(step.machines)}")
-            board = "  ".join(_paint(s, f"\u25cf {n}", True) for n, s in status.items())
-            waiting = "" if rows else f"  | {_waiting_for(startup)} ({elapsed:.0f} s)"
-            screen.status(f"{board}  | sent {fleet.events_sent}{waiting}")
-            time.sleep(0.25)
+        with demo:
+            while not stop.is_set() and not demo.finished():
+                code = demo.tick()
+                if code is not None:
+                    return code
+                stop.wait(0.25)
     finally:
-        screen.say("Stopping...")
-        fleet.stop()
-        if monitor is not None:
-            monitor.terminate()
-            try:
-                monitor.wait(60)
-            except subprocess.TimeoutExpired:
-                monitor.kill()
-        hub.stop()
+        if lock is None:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            os.close(lock)
     return 0
 
 

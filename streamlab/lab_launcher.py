@@ -20,12 +20,12 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from streamlab.hub.api import HUB_ENV
+from streamlab import processes
+from streamlab.hub.api import HUB_ENV, start_beside_others
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 #: The folder JupyterLab serves unless told otherwise.
@@ -169,39 +169,29 @@ def main(argv: list[str] | None = None) -> int:
 
     write_settings()
     write_terminal_bin()
+    stop = processes.stop_requested()
     hub = _start_hub(args.hub_port)
-    env = {**jupyter_environment(), HUB_ENV: hub.connection_string}
-    jupyter = subprocess.Popen(
-        jupyter_command(args.port, not args.no_browser, args.token, args.notebook_dir), env=env
-    )
-
-    def _stop(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _stop)
     try:
-        return jupyter.wait()
-    except KeyboardInterrupt:
+        if stop.is_set():  # Ctrl-C while the hub started
+            return 0
+        env = {**jupyter_environment(), HUB_ENV: hub.connection_string}
+        jupyter = subprocess.Popen(
+            jupyter_command(args.port, not args.no_browser, args.token, args.notebook_dir), env=env
+        )
+        while not stop.wait(0.5):
+            if jupyter.poll() is not None:
+                return jupyter.returncode
         print("\nStopping JupyterLab...", flush=True)
-        jupyter.terminate()
-        try:
-            jupyter.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            jupyter.kill()
+        processes.terminate(jupyter, grace=20)
         return 0
     finally:
         hub.stop()
 
 
 def _start_hub(port: int):
-    """The emulator the notebooks use, durable under build/hub; any port if ``port`` is taken."""
-    from streamlab.hub import start_subprocess
-
-    try:
-        hub = start_subprocess(data_dir=BUILD_DIR / "hub", port=port)
-    except RuntimeError:
-        print(f"Port {port} is taken; the Event Hubs emulator takes another one.", flush=True)
-        hub = start_subprocess(data_dir=BUILD_DIR / "hub", port=0)
+    """The emulator the notebooks use: durable under build/hub, on ``port``; where another
+    emulator holds either, one of its own on a free port and a temporary folder."""
+    hub = start_beside_others(BUILD_DIR / "hub", port, say=lambda text: print(text, flush=True))
     print(f"Event Hubs emulator: {hub.connection_string}", flush=True)
     return hub
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import signal
 import sys
-import threading
 import uuid
 from pathlib import Path
 from types import ModuleType
 
+from streamlab import processes
 from streamlab.solutions import SOLUTIONS_DIR, load_solution
 
 #: Lab 04's solution notebook, for a caller that loads it under a module name of its own.
@@ -204,6 +203,23 @@ def start(
     )
 
 
+def command(connection_string: str, checkpoint: Path, output: Path, *extra: str) -> list[str]:
+    """The command line that runs this monitor in a process of its own (``extra``: more
+    options, such as ``--trigger``)."""
+    return [
+        sys.executable,
+        "-m",
+        "streamlab.monitor",
+        "--connection-string",
+        connection_string,
+        "--checkpoint",
+        str(checkpoint),
+        "--output",
+        str(output),
+        *extra,
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m streamlab.monitor",
@@ -236,16 +252,10 @@ def main(argv: list[str] | None = None) -> int:
         max_events_per_trigger=args.max_events_per_trigger,
         lab=lab,
     )
-    stopping = threading.Event()
-
-    def _stop(signum, frame):
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stop = processes.stop_requested()
     print(f"monitor running: transitions in {args.output}", flush=True)
-    while not stopping.is_set() and query.isActive:
-        stopping.wait(0.5)
+    while not stop.wait(0.5) and query.isActive:
+        pass
     if query.isActive:
         query.stop()
         print("monitor stopped", flush=True)

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from streamlab import registry
-from streamlab.notebooks import exercise_id, is_graded, read_cells, solution_lines
+from streamlab.notebooks import clipped, exercise_id, is_graded, read_cells, solution_lines
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 RESULTS_DIR = BUILD_DIR / "mutants"
@@ -143,7 +143,8 @@ def cell_variants(source: str) -> list[tuple[str, int, str, str]]:
     for node in _in_order(tree):
         if not hasattr(node, "lineno") or not inside(node):
             continue
-        original = ast.get_source_segment(source, node) or ""
+        # One line, for the report: a segment may span lines.
+        original = " ".join((ast.get_source_segment(source, node) or "").split())
         if isinstance(node, ast.Compare):
             for index, op in enumerate(node.ops):
                 for table, kind in ((_FLIPPED, "comparison flipped"), (_BOUNDARY, "boundary")):
@@ -171,8 +172,7 @@ def cell_variants(source: str) -> list[tuple[str, int, str, str]]:
             test = ast.get_source_segment(source, node.test) or ""
             add("condition negated", node.test, f"not ({test})", f"`{test}` -> `not ({test})`")
         if isinstance(node, _DROPPABLE) and id(getattr(node, "value", None)) not in docstrings:
-            first = original.splitlines()[0] if original else ""
-            add("statement dropped", node, "pass", f"`{first}` dropped")
+            add("statement dropped", node, "pass", f"`{clipped(original, 100)}` dropped")
     return out
 
 
@@ -308,8 +308,18 @@ def grade(
     plan.write_text(json.dumps(units))
     echo(
         f"Lab {lab.id}: grading the solution and {len(to_grade)} of {len(made)} variants "
-        f"({len(made) - len(to_grade)} compile to the solution's own bytecode) ..."
+        f"({len(made) - len(to_grade)} compile to the solution's own bytecode) ...",
+        flush=True,
     )
+    graded: set[str] = set()
+    every = max(10, len(to_grade) // 10)
+
+    def progress(result) -> None:
+        # A variant is done at its first failing check, or after its last one.
+        graded.add(result.lab)
+        if len(graded) % every == 0:
+            echo(f"  {len(graded) - 1} of {len(to_grade)} variants graded ...", flush=True)
+
     outcome = supervisor.run(
         [lab],
         str(scratch / "solution"),
@@ -317,6 +327,7 @@ def grade(
         max_check_seconds=max_check_seconds,
         log_path=scratch / "grade.log",
         child_args=["--variants", str(plan)],
+        on_result=progress,
     )
     failed_units: dict[str, str] = {}
     for result in outcome.results:
@@ -388,7 +399,7 @@ def render(result: dict) -> str:
     out = [
         f"Lab {result['lab']}: {result['made']} variants, {result['caught']} caught, "
         f"{result['survivors']} survived ({result['equivalent']} likely equivalent): "
-        f"{result['score']:.0%} of the non-equivalent variants caught"
+        f"{result['score']:.1%} of the non-equivalent variants caught"
         + ("" if result["score"] >= TARGET else f" (below {TARGET:.0%})")
         + f", in {result['seconds']:.0f} s."
     ]
@@ -404,6 +415,18 @@ def render(result: dict) -> str:
         mark = f"  [likely equivalent: {row['equivalent']}]" if row["equivalent"] else ""
         out.append(f"  {row['exercise']} line {row['line']}: {row['kind']}: {row['change']}{mark}")
     return "\n".join(out)
+
+
+def table(results_dir: Path) -> str:
+    """The figures of every lab in ``results_dir``, as rows of the authoring page's table."""
+    rows = []
+    for path in sorted(results_dir.glob("[0-9][0-9].json")):
+        result = json.loads(path.read_text())
+        rows.append(
+            f"| {result['lab']} | {result['made']} | {result['caught']} | {result['survivors']} "
+            f"| {result['equivalent']} | {result['score']:.1%} |"
+        )
+    return "\n".join(rows)
 
 
 def run_lab(
@@ -433,7 +456,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-check-seconds", type=float, default=None)
     parser.add_argument("--results", default=str(RESULTS_DIR), help="where LAB.json goes")
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="grade nothing: print the results already in --results as the authoring page's table",
+    )
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(Path(args.results)))
+        return 0
     try:
         chosen = [registry.lab(i) for i in args.labs]
         for exercise in args.exercise:

@@ -88,6 +88,17 @@ def first_line(text: str) -> str:
     return ""
 
 
+def clipped(line: str, width: int = 60) -> str:
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def cell_name(exercise: str | None, line: str = "") -> str:
+    """A graded cell as a learner finds it in JupyterLab (which shows no cell numbers):
+    by its tag and its first line."""
+    name = f"the cell tagged exercise-{exercise}" if exercise else "the graded-setup cell"
+    return name + (f" (`{clipped(line)}`)" if line else "")
+
+
 def read_cells(path: str | Path) -> list[dict]:
     """The cells of the notebook at ``path``, sources joined into strings.
 

@@ -24,3 +24,37 @@ def work_dir(name: str, *, fresh: bool = True) -> Path:
         shutil.rmtree(path)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def lock_file(path: Path) -> int | None:
+    """Take an exclusive lock on the file ``path`` (created if missing); None when another
+    process holds it.
+
+    The lock lasts until the returned descriptor is closed or the process ends: the
+    operating system drops it even on kill -9, so a crashed owner never leaves it behind.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:
+            import msvcrt
+
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def in_use(path: Path) -> bool:
+    """Whether another process holds the lock on the file ``path`` (see :func:`lock_file`)."""
+    if not path.exists():
+        return False
+    fd = lock_file(path)
+    if fd is None:
+        return True
+    os.close(fd)
+    return False

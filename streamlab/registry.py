@@ -14,6 +14,9 @@ from pathlib import Path
 from streamlab.paths import REPO_ROOT
 
 REGISTRY_FILE = REPO_ROOT / "course.toml"
+#: The version of ``course.toml``'s format these tools read: a change that an older tool
+#: would misread (a field renamed, or given another meaning) moves it on.
+FORMAT_VERSION = 1
 
 
 class RegistryError(ValueError):
@@ -79,6 +82,16 @@ class Lab:
 
 
 def _parse(data: dict, source: Path) -> tuple[Lab, ...]:
+    version = data.get("format_version")
+    if version is None:
+        raise RegistryError(
+            f"{source} has no format_version; add `format_version = {FORMAT_VERSION}` at its top"
+        )
+    if version != FORMAT_VERSION or isinstance(version, bool):
+        raise RegistryError(
+            f"{source} has format_version {version!r}; these tools read format_version "
+            f"{FORMAT_VERSION}"
+        )
     labs = []
     seen: set[str] = set()
     for raw in data.get("labs", []):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from functools import cache
@@ -157,8 +158,10 @@ def _why_not(lab: registry.Lab, path: Path, wanted: list[str]) -> str | None:
 
 
 def _first(entry: dict) -> str:
+    """The first line of a grade's sentence, without the cell it names (the exercise says it)."""
     lines = (entry.get("message") or "no reason given").strip().splitlines()
-    return lines[0].rstrip(".") if lines else "no reason given"
+    first = lines[0].rstrip(".") if lines else "no reason given"
+    return re.sub(r"^In the cell tagged exercise-[\d.]+( \(`.*?`\))?: ", "", first)
 
 
 def _shown(path: Path) -> str:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 
 import pytest
 
 from streamlab import benchmarks, mkdocs_hooks
+from streamlab.benchmarks import charts
 from streamlab.paths import REPO_ROOT
 
 
@@ -180,8 +182,33 @@ def test_a_batch_part_the_report_lacks_is_zero_and_an_unknown_one_is_kept():
     }
 
 
-def test_a_stacked_chart_draws_each_part_in_one_colour_and_names_it_once():
-    svg = benchmarks.stacked_bar_chart_svg(
+def _svg(path):
+    import xml.etree.ElementTree as ET
+
+    return ET.parse(path).getroot()
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _texts(root) -> list[str]:
+    return [" ".join(" ".join(t.itertext()).split()) for t in root.iter(f"{SVG}text")]
+
+
+def _segment_widths_and_fills(root) -> dict[str, tuple[float, str]]:
+    """Each bar segment's width and colour, by its id (``bar-I-part-K``)."""
+    found = {}
+    for group in root.iter(f"{SVG}g"):
+        if group.get("id", "").startswith("bar-"):
+            path = group.find(f"{SVG}path")
+            xs = [float(n) for n in re.findall(r"[ML] ([\d.]+) [\d.]+", path.get("d"))]
+            fill = re.search(r"fill: (#[0-9a-f]{6})", path.get("style")).group(1)
+            found[group.get("id")] = (max(xs) - min(xs), fill)
+    return found
+
+
+def test_a_stacked_chart_draws_each_part_in_one_colour_and_names_it_once(tmp_path):
+    chart = charts.stacked(
         "Where a batch's milliseconds go",
         [
             (
@@ -194,43 +221,44 @@ def test_a_stacked_chart_draws_each_part_in_one_colour_and_names_it_once():
         reference=("target 500 ms", 500),
         note="medians of every batch",
     )
-    import xml.etree.ElementTree as ET
-
-    root = ET.fromstring(svg)
-    ns = "{http://www.w3.org/2000/svg}"
-    segments = [r for r in root.iter(f"{ns}rect") if r.find(f"{ns}title") is not None]
-    assert [r.find(f"{ns}title").text for r in segments] == [
-        "latestOffset: 40.0 ms",
-        "addBatch: 350 ms",
-        "other: 10.0 ms",
-        "latestOffset: 20.0 ms",
-        "addBatch: 150 ms",
-        "other: 10.0 ms",
-    ]
-    colour = {r.find(f"{ns}title").text.split(":")[0]: set() for r in segments}
-    for r in segments:
-        colour[r.find(f"{ns}title").text.split(":")[0]].add(r.get("fill"))
-    assert all(len(c) == 1 for c in colour.values()) and len(set.union(*colour.values())) == 3
-    texts = [" ".join(" ".join(t.itertext()).split()) for t in root.iter(f"{ns}text")]
-    assert "400 ms" in texts and "180 ms" in texts
-    assert [t for t in texts if t in ("latestOffset", "addBatch", "other")] == [
-        "latestOffset",
-        "addBatch",
-        "other",
-    ]
-    # Widths follow the values: the first bar's addBatch is 350/40 of its latestOffset.
-    widths = [float(r.get("width")) for r in segments]
-    assert widths[1] / widths[0] == pytest.approx(350 / 40, rel=0.01)
-    # Legend and note sit inside the picture.
-    height = float(root.get("height"))
-    assert all(float(t.get("y")) < height for t in root.iter(f"{ns}text"))
+    root = _svg(charts.draw(chart, tmp_path / "parts.svg"))
+    texts = _texts(root)
+    assert "400 ms" in texts and "180 ms" in texts and "target 500 ms" in texts
+    assert "Where a batch's milliseconds go" in texts and "medians of every batch" in texts
+    for part in ("latestOffset", "addBatch", "other"):
+        assert texts.count(part) == 1, part  # in the legend, once
+    # A long label wraps onto lines of their own, none of them lost.
+    assert " ".join(t for t in texts if t.startswith("before") or "partitions" in t).startswith(
+        "before: trigger 500 ms, two shuffle partitions, parquet sink"
+    )
+    segments = _segment_widths_and_fills(root)
+    assert sorted(segments) == [f"bar-{i}-part-{k}" for i in (0, 1) for k in (0, 1, 2)]
+    for k in (0, 1, 2):
+        assert segments[f"bar-0-part-{k}"][1] == segments[f"bar-1-part-{k}"][1]
+    assert len({fill for _, fill in segments.values()}) == 3
+    assert segments["bar-0-part-1"][0] / segments["bar-0-part-0"][0] == pytest.approx(350 / 40)
 
 
-def test_redrawing_the_published_charts_leaves_a_stacked_chart_alone(tmp_path):
-    stacked = benchmarks.stacked_bar_chart_svg("parts", [("one", [("a", 1.0), ("b", 2.0)])], "ms")
-    bars = benchmarks.bar_chart_svg("bars", [("one", 3.0)], "ms")
-    _write(tmp_path, _result("x", _target("p50", 1, "<= 500", True), charts=("s.svg", "b.svg")))
-    (tmp_path / "s.svg").write_text(stacked)
-    (tmp_path / "b.svg").write_text(bars)
-    assert benchmarks.redraw(tmp_path) == [tmp_path / "b.svg"]
-    assert (tmp_path / "s.svg").read_text() == stacked
+def test_a_plain_chart_gives_each_bar_a_colour_and_its_value(tmp_path):
+    chart = charts.bar("Latency", [("p50", 412.0), ("p99", 1250.0), ("max", 9.5)], "ms")
+    root = _svg(charts.draw(chart, tmp_path / "latency.svg"))
+    assert [t for t in _texts(root) if t.endswith(" ms")] == ["412 ms", "1,250 ms", "9.50 ms"]
+    segments = _segment_widths_and_fills(root)
+    assert [segments[f"bar-{i}-part-0"][1] for i in range(3)] == charts.PALETTE[:3]
+
+
+def test_redrawing_draws_every_chart_from_its_results_data(tmp_path):
+    chart = charts.bar("bars", [("one", 3.0)], "ms")
+    result = _result("x", _target("p50", 1, "<= 500", True), charts=("b.svg",))
+    _write(tmp_path, {**result, "chart_data": {"b.svg": chart}})
+    assert (tmp_path / "b.svg").read_text() == "<svg/>"
+    assert charts.redraw(tmp_path) == [tmp_path / "b.svg"]
+    assert "bars" in _texts(_svg(tmp_path / "b.svg"))
+
+
+def test_every_published_chart_is_what_its_data_draws(tmp_path):
+    for result in benchmarks.load(benchmarks.PUBLISHED_DIR):
+        assert set(result["chart_data"]) == set(result["charts"]), result["name"]
+        for name, chart in result["chart_data"].items():
+            drawn = charts.draw(chart, tmp_path / name).read_text()
+            assert drawn == (benchmarks.PUBLISHED_DIR / name).read_text(), name

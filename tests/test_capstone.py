@@ -7,7 +7,8 @@ following that hub with ``EventHubConsumerClient``, and a second query landing l
 ``monitor_transitions`` in a Delta table with ``streamlab.delta``. A paused machine must turn
 Unhealthy on the board, stamped exactly its last heartbeat's enqueue time + the 5 s timeout,
 and Healthy again once it resumes, while the others stay Healthy; the Delta table must hold
-each of those transitions exactly once.
+each of those transitions exactly once, and lab 08's ``decode_status`` must read the same story
+from the status hub.
 """
 
 from __future__ import annotations
@@ -21,13 +22,10 @@ from eventhub_clients import Receiver, wait_for
 
 from streamlab.delta import delta_writer, read_table
 from streamlab.fleet import Fleet
-from streamlab.grading.loader import load_notebook
 from streamlab.hub import partition_for_key
-from streamlab.monitor import reference_solution
-from streamlab.paths import REPO_ROOT
+from streamlab.solutions import load_solution
 from streamlab.widgets import StatusBoard
 
-LAB08 = REPO_ROOT / "solutions" / "08-capstone" / "08-capstone.ipynb"
 MACHINES = ["m1", "m2", "m3"]
 PAUSED = "m2"
 TIMEOUT_MS = 5_000
@@ -35,9 +33,7 @@ TIMEOUT_MS = 5_000
 
 @pytest.fixture(scope="module")
 def lab08():
-    loaded = load_notebook(LAB08, module_name="lab08_solution")
-    assert not loaded.problems, loaded.problems[0].sentence()
-    return loaded.module
+    return load_solution("08")
 
 
 def _chain(board: StatusBoard, machine: str) -> list[str]:
@@ -63,6 +59,20 @@ def _heartbeats_of(connection_string: str, machine: str) -> list[datetime]:
     return sorted(e.enqueued_time for e in events if e.partition_key in (machine, key))
 
 
+def _status_hub(connection_string: str) -> list:
+    """Every event of the one-partition status hub, from its beginning."""
+    client = EventHubConsumerClient.from_connection_string(
+        connection_string, consumer_group="$Default", eventhub_name="status"
+    )
+    with client:
+        props = client.get_partition_properties("0")
+    count = 0 if props["is_empty"] else props["last_enqueued_sequence_number"] + 1
+    with Receiver(
+        connection_string, eventhub="status", partition_id="0", starting_position="-1"
+    ) as receiver:
+        return receiver.wait_count(count)
+
+
 def _lake_rows(lake) -> list[dict]:
     try:
         return read_table(lake).to_pylist()
@@ -74,7 +84,7 @@ def test_a_paused_machine_turns_red_on_the_board_and_recovers(spark, hub, tmp_pa
     cs = hub.connection_string
     fleet = Fleet(cs)
     board = StatusBoard(fleet=fleet)
-    lab05 = reference_solution()
+    lab05 = load_solution("05")
     lake = tmp_path / "lake" / "transitions"
     query = lake_query = None
     try:
@@ -171,3 +181,12 @@ def test_a_paused_machine_turns_red_on_the_board_and_recovers(spark, hub, tmp_pa
         if r["noticed_time"] < r["last_status_change_time"] - timedelta(milliseconds=1)
     ]
     assert not late, f"transitions noticed before they happened: {late}"
+
+    # A consumer of the status hub, lab 08's decode_status, reads the board's story, each
+    # change once, whatever the hub held before this run.
+    decoded, quarantined = lab08.decode_status(_status_hub(cs), set())
+    ours = [t for t in decoded if t["last_status_change_time"] >= started_at - timedelta(seconds=5)]
+    assert not quarantined, quarantined
+    assert {m: [t["status"] for t in ours if t["machine_name"] == m] for m in MACHINES} == {
+        m: _chain(board, m) for m in MACHINES
+    }

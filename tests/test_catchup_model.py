@@ -22,6 +22,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.monitor import reference_solution
+from streamlab.tws_batches import pending_timers, spark_batch_by_handler
 
 lab = reference_solution()
 TIMEOUT_MS = 5_000
@@ -166,12 +167,9 @@ def _run(seed: int) -> tuple[list, list]:
                 rng.shuffle(rows)
                 batch[partition] = rows
         for tester, out in zip(testers, outputs):
-            tester._currentProcessingTimeMs = (
-                START_MS + now
-            )  # rows first, then due timers, as Spark
-            for partition, rows in batch.items():
-                out += [("rows", partition, tuple(r)) for r in tester.test(partition, rows)]
-            out += [("timer", tuple(r)) for r in tester._handleExpiredTimers()]
+            from_rows, from_timers = spark_batch_by_handler(tester, START_MS + now, batch)
+            out += [("rows", tuple(r)) for r in from_rows]
+            out += [("timer", tuple(r)) for r in from_timers]
         for partition in logs:
             got, want = (t.peekValueState("partition", partition) for t in testers)
             as_dict = [
@@ -180,7 +178,7 @@ def _run(seed: int) -> tuple[list, list]:
             assert as_dict[0] == as_dict[1], (
                 f"seed {seed}, at {now} ms, partition {partition}: state differs"
             )
-            timers = [sorted(t.handle._timers.listTimers(partition)) for t in testers]
+            timers = [pending_timers(t, partition) for t in testers]
             assert timers[0] == timers[1], (
                 f"seed {seed}, at {now} ms, partition {partition}: timers differ"
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -84,6 +85,11 @@ def test_check_grades_the_cell_as_last_run_before_it_is_saved(shell, tmp_path):
     assert (graded.status, graded.message) == ("failed", expected["message"])
     assert "got 'wrong'" in graded.message
     assert graded.hint and graded.hint == magic._first_hint(expected)
+    assert (graded.expected, graded.actual, graded.diff) == (
+        expected["expected"],
+        expected["actual"],
+        expected["diff"],
+    )
     assert "as you last ran it" in graded.version and "not saved yet" in graded.version
 
     assert shell.run_cell(SOLVED_0_3, cell_id=cell).success
@@ -99,30 +105,53 @@ def test_check_alone_grades_the_lab_of_the_notebook_as_saved(shell, capsys):
     for exercise in ("0.1", "0.2", "0.3"):
         assert f"Exercise {exercise} is not done yet." in shown
     assert "Exercise 0.3 · Summarise a progress report: not started" in shown
-    assert "Hint: " in shown and "nox -s hint -- 0.3" in shown
+    # Not started is not a failed attempt: no hint unasked.
+    assert "Hint: " not in shown
     assert "as saved at" in shown and "not saved yet" not in shown
 
 
-def test_the_report_in_html_escapes_the_learners_text():
-    report = magic.CheckReport(
-        "00",
-        REPO_ROOT / f"{LAB}.ipynb",
-        (
-            magic.Graded(
-                id="0.3",
-                title="Summarise",
-                status="failed",
-                message="Expected '<b>', got 1.",
-                hint="Read the `dict`.",
-                version="cell 16 as you last ran it at 10:42:13, not saved yet",
-            ),
-        ),
-        seconds=1.0,
+def _failed(**fields) -> magic.Graded:
+    """A failed exercise as ``%check`` shows it; ``fields`` replace the defaults."""
+    defaults = dict(
+        id="0.3",
+        title="Summarise",
+        status="failed",
+        message="Expected '<b>', got 1.",
+        hint="Read the `dict`.",
+        version="the cell tagged exercise-0.3 as you last ran it at 10:42:13, not saved yet",
     )
+    return magic.Graded(**{**defaults, **fields})
+
+
+def test_the_report_in_html_escapes_the_learners_text():
+    report = magic.CheckReport("00", REPO_ROOT / f"{LAB}.ipynb", (_failed(),), seconds=1.0)
     html = report._repr_html_()
     assert "streamlab-check-failed" in html and "Expected &#x27;&lt;b&gt;&#x27;, got 1." in html
     assert "Read the <code>dict</code>." in html
-    assert "Graded: cell 16 as you last ran it at 10:42:13, not saved yet." in str(report)
+    assert (
+        "Graded: the cell tagged exercise-0.3 as you last ran it at 10:42:13, not saved yet."
+        in str(report)
+    )
+
+
+def test_the_report_shows_what_the_check_compared_and_its_own_hint():
+    graded = _failed(
+        message="After 5 s of silence the machine should turn Unhealthy.",
+        hint="A timer fires only when no heartbeat came before it.",
+        expected="[('m1', 'Unhealthy')]",
+        actual="nothing",
+    )
+    listed = dataclasses.replace(
+        graded, diff="ok       ('m1', 'Healthy')\nmissing  ('m1', 'Unhealthy')"
+    )
+    text = str(magic.CheckReport("04", REPO_ROOT / "x.ipynb", (graded,), 1.0))
+    assert "  Expected:\n    [('m1', 'Unhealthy')]\n  Your code:\n    nothing" in text
+    assert "Hint: A timer fires only when no heartbeat came before it." in text
+    report = magic.CheckReport("04", REPO_ROOT / "x.ipynb", (listed,), 1.0)
+    assert "Expected against your code:\n    ok       ('m1', 'Healthy')\n    missing  " in str(
+        report
+    )
+    assert "missing  (&#x27;m1&#x27;, &#x27;Unhealthy&#x27;)" in report._repr_html_()
 
 
 @pytest.mark.parametrize(

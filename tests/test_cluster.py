@@ -30,7 +30,7 @@ from eventhub_clients import send, wait_for
 import streamlab.hub.connection
 from streamlab.cluster import LocalCluster
 from streamlab.fleet import Fleet
-from streamlab.monitor import read_transitions
+from streamlab.monitor import command, read_transitions
 from streamlab.paths import REPO_ROOT
 from streamlab.session import _driver_conf, _worker_python
 
@@ -73,19 +73,9 @@ def start_monitor(connection_string: str, master: str, work: Path, run: str) -> 
     """The monitor as a driver on ``master``, in a process group of its own (its JVM included)."""
     log = open(work / f"monitor-{run}.log", "w")
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlab.monitor",
-            "--connection-string",
-            connection_string,
-            "--checkpoint",
-            str(work / "checkpoint"),
-            "--output",
-            str(work / "out"),
-            "--trigger",
-            "500 milliseconds",
-        ],
+        command(
+            connection_string, work / "checkpoint", work / "out", "--trigger", "500 milliseconds"
+        ),
         cwd=REPO_ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,

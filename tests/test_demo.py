@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import os
 import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
+
+import pytest
 
 from streamlab import demo
 from streamlab.paths import REPO_ROOT
@@ -130,3 +133,156 @@ def test_the_demo_shows_every_transition_and_stops_cleanly(tmp_path):
     after = seen[crash:]
     assert not any("-> Unhealthy" in line for line in after), "".join(after)
     assert any("no machine turned red" in line for line in after), "".join(after)
+
+
+class FakeMonitor:
+    """A monitor process that runs until killed, or has ended with ``code`` and ``output``."""
+
+    def __init__(self, code: int | None = None, output: str = "") -> None:
+        self.code, self._output, self.killed = code, output, False
+
+    def poll(self) -> int | None:
+        return self.code
+
+    def kill(self) -> None:
+        self.killed, self.code = True, -9
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return self.code
+
+    def send_signal(self, sig: int) -> None:
+        self.code = -sig
+
+    def output(self) -> str:
+        return self._output
+
+
+class FakeFleet:
+    events_sent = 0
+
+    def __init__(self) -> None:
+        self.done: list[tuple[str, str]] = []
+
+    def pause(self, name: str) -> None:
+        self.done.append(("pause", name))
+
+    def resume(self, name: str) -> None:
+        self.done.append(("resume", name))
+
+
+def _transitions(work, batch: int, rows: list[tuple[str, str, str | None]]) -> None:
+    """Transition rows as the monitor writes them: one parquet folder per batch."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = work / "transitions" / f"batch_id={batch}"
+    folder.mkdir(parents=True)
+    table = pa.table(
+        {
+            "machine_name": [r[0] for r in rows],
+            "status": [r[1] for r in rows],
+            "previous_status": pa.array([r[2] for r in rows], pa.string()),
+            "last_status_change_time": [CHANGED + dt.timedelta(seconds=batch)] * len(rows),
+        }
+    )
+    pq.write_table(table, folder / "part-00000.parquet")
+
+
+def _batch(work, log: str, batch: int) -> None:
+    (work / "checkpoint" / log).mkdir(parents=True, exist_ok=True)
+    (work / "checkpoint" / log / str(batch)).write_text("{}")
+
+
+class _Hub:
+    connection_string = "Endpoint=sb://127.0.0.1:5672"
+
+
+@pytest.fixture
+def crashing(tmp_path):
+    """A demo whose only step is the crash, on a fake clock, with fake monitors."""
+    now = [0.0]
+    started: list[FakeMonitor] = []
+
+    def launch(connection_string, work):
+        started.append(FakeMonitor())
+        return started[-1]
+
+    out = io.StringIO()
+    run = demo.Demo(
+        tmp_path, demo._Terminal(out, colour=False), down_for=8, clock=lambda: now[0], launch=launch
+    )
+    run.hub, run.fleet = _Hub(), FakeFleet()
+    run.begin(["Producer 1", "Producer 2"])
+    run.steps = [demo.Step(0, "crash", [])]
+    return run, now, started, out
+
+
+def test_the_crash_kills_the_monitor_and_starts_it_again_after_the_downtime(crashing, tmp_path):
+    run, now, started, out = crashing
+    _transitions(tmp_path, 0, [("Producer 1", "Initializing", None)])
+    _batch(tmp_path, "offsets", 0)
+    _batch(tmp_path, "offsets", 1)  # planned before the crash: replayed as it was
+    assert run.tick() is None
+    assert started[0].killed and run.monitor is None
+    assert out.getvalue().splitlines()[-1] == (
+        "--- crash: the monitor is killed with SIGKILL; the producers keep sending"
+    )
+    now[0] = 7.9
+    assert run.tick() is None and len(started) == 1  # still down
+    now[0] = 8.0
+    assert run.tick() is None and len(started) == 2 and run.monitor is started[1]
+    assert out.getvalue().splitlines()[-1] == (
+        "--- monitor started again on the same checkpoint after 8 s down; it reads what the "
+        "producers sent meanwhile"
+    )
+    _batch(tmp_path, "commits", 1)  # the replayed batch: not yet the one after the crash
+    run.tick()
+    assert "caught up" not in out.getvalue()
+    _batch(tmp_path, "commits", 2)
+    run.tick()
+    assert out.getvalue().splitlines()[-1] == (
+        "--- monitor caught up: its first new batch after the crash is done; "
+        "no machine turned red, none stopped sending"
+    )
+    run.tick()
+    assert out.getvalue().count("caught up") == 1
+
+
+def test_after_the_crash_the_catch_up_names_who_turned_red(crashing, tmp_path):
+    run, now, started, out = crashing
+    _transitions(tmp_path, 0, [("Producer 1", "Initializing", None)])
+    run.tick()
+    now[0] = 8.0
+    run.tick()
+    _transitions(tmp_path, 1, [("Producer 2", "Unhealthy", "Healthy")])
+    _batch(tmp_path, "commits", 0)
+    run.tick()
+    catch_up, shown = out.getvalue().splitlines()[-2:]
+    assert catch_up.endswith("turned red since the crash: Producer 2")
+    assert shown.split()[1:] == ["Producer", "2", "Healthy", "->", "Unhealthy"]
+
+
+def test_a_monitor_that_dies_ends_the_demo_with_what_it_printed(crashing):
+    run, now, started, out = crashing
+    run.monitor = FakeMonitor(code=1, output="monitor failed: the query ended\n")
+    assert run.tick() == 1
+    assert out.getvalue().endswith("The monitor stopped:\nmonitor failed: the query ended\n\n")
+
+
+def test_a_second_demo_works_in_a_folder_of_its_own(tmp_path):
+    screen = demo._Terminal(io.StringIO(), colour=False)
+    wanted = tmp_path / "demo"
+    wanted.mkdir()
+    (wanted / "from an earlier run").write_text("")
+    first, lock = demo.work_folder(wanted, screen)
+    assert first == wanted and lock is not None and not wanted.exists()  # emptied
+    wanted.mkdir()
+    (wanted / "the first demo's").write_text("")
+    second, none = demo.work_folder(wanted, screen)
+    try:
+        assert second != wanted and none is None
+        assert (wanted / "the first demo's").exists()  # never emptied under the first
+        assert "Another demo is using" in screen.out.getvalue()
+    finally:
+        os.close(lock)
+        second.rmdir()

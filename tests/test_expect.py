@@ -6,7 +6,7 @@ import pytest
 
 from streamlab import registry
 from streamlab.grading import report
-from streamlab.grading.expect import CheckFailed, expect_equal
+from streamlab.grading.expect import CheckFailed, expect_equal, list_diff
 from streamlab.grading.verdict import FAILED, CheckResult, verdict_for
 
 
@@ -55,3 +55,46 @@ def test_the_table_shortens_what_grade_json_keeps_whole():
     assert "row 11" in text and "row 12" not in text
     assert "18 more lines in build/grade.json" in text
     assert "Hint: Emit a row only on a change." in text
+
+
+def test_a_long_sentence_is_whole_in_grade_json_and_shortened_in_the_table():
+    lab = registry.lab("04")
+    sentence = "The machine should turn Unhealthy after five seconds of silence, " * 20
+    graded = report.grade(
+        [lab],
+        [CheckResult("04", "4.2", "c", verdict_for(AssertionError(sentence), "4.2"))],
+        exercises={"4.2"},
+    )
+    row = graded["labs"][0]["exercises"][0]
+    assert row["message"] == sentence.strip()
+    text = report.render(graded)
+    assert "(the whole message is in build/grade.json)" in " ".join(text.split())
+    assert len(" ".join(text.split())) < len(sentence) + 800
+
+
+def test_two_lists_of_transitions_are_shown_as_a_diff():
+    expected = [("m1", "Initializing", None, 0), ("m1", "Unhealthy", "Healthy", 7_000)]
+    actual = [("m1", "Initializing", None, 0), ("m1", "Unhealthy", "Healthy", 8_000), ("m2", "x")]
+    with pytest.raises(CheckFailed) as failed:
+        expect_equal(actual, expected, "The transitions differ.")
+    assert failed.value.diff.splitlines() == [
+        "ok       ('m1', 'Initializing', None, 0)",
+        "changed  ('m1', 'Unhealthy', 'Healthy', 7000)",
+        "     to  ('m1', 'Unhealthy', 'Healthy', 8000)",
+        "extra    ('m2', 'x')",
+    ]
+    with pytest.raises(CheckFailed) as short:
+        expect_equal(actual[:1], [], "Nothing was expected.")
+    assert short.value.diff == ""  # one item against none: expected and actual say it
+    missing = list_diff(expected, expected[:1])
+    assert missing.splitlines()[-1] == "missing  ('m1', 'Unhealthy', 'Healthy', 7000)"
+
+    lab = registry.lab("04")
+    graded = report.grade(
+        [lab], [CheckResult("04", "4.2", "c", verdict_for(failed.value, "4.2"))], exercises={"4.2"}
+    )
+    row = graded["labs"][0]["exercises"][0]
+    assert row["diff"] == failed.value.diff and row["expected"] and row["actual"]
+    text = report.render(graded)
+    assert "expected against your code:" in text and "     to  ('m1', 'Unhealthy'" in text
+    assert "your code:" not in [line.strip() for line in text.splitlines()]  # a diff, not lists

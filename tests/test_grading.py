@@ -66,7 +66,10 @@ def test_a_syntax_error_names_the_cell_and_spares_other_exercises(tmp_path):
     loaded = loader.load_notebook(path)
     problem = loaded.problem_for("1.1")
     assert problem is not None and problem.kind == "syntax"
-    assert problem.sentence().startswith("Cell 2 (exercise 1.1) has a syntax error: line 1")
+    # Named as JupyterLab shows it (a tag and a first line), never by a position it hides.
+    assert problem.sentence().startswith(
+        "The cell tagged exercise-1.1 (`def broken(:`) has a syntax error: line 1"
+    )
     assert loaded.problem_for("1.2") is None and loaded.fine() == 2
 
 
@@ -78,7 +81,7 @@ def test_a_broken_setup_cell_blocks_every_exercise(tmp_path):
     )
     problem = loader.load_notebook(path).problem_for("1.1")
     assert problem is not None and "ModuleNotFoundError" in problem.sentence()
-    assert "cell 1 (setup)" in problem.sentence()
+    assert "the graded-setup cell (`import no_such_module_here`)" in problem.sentence()
 
 
 def test_an_endless_loop_at_cell_level_is_stopped(tmp_path, monkeypatch):
@@ -271,7 +274,7 @@ def test_broken_cells_get_one_line_reasons(tmp_path):
     assert exercises["0.1"]["status"] == "passed"
     syntax = exercises["0.2"]["message"]
     assert exercises["0.2"]["status"] == "failed" and "syntax error" in syntax
-    assert "Cell " in syntax and "(exercise 0.2)" in syntax
+    assert syntax.startswith("The cell tagged exercise-0.2 (`def run_once(spark, input_dir, ")
     loop = exercises["0.3"]["message"]
     assert exercises["0.3"]["status"] == "failed" and "did not finish within" in loop
     assert "endless loop" in loop
@@ -287,7 +290,8 @@ def test_a_missing_tag_and_sys_exit_name_their_cells(tmp_path):
     loaded = loader.load_notebook(path, expected=["1.1", "1.2"])
     exited = loaded.problem_for("1.1")
     assert exited.kind == "exit" and exited.sentence().startswith(
-        "Running cell 2 (exercise 1.1) ended the program with sys.exit(1) (line 4"
+        "Running the cell tagged exercise-1.1 (`import sys`) ended the program with sys.exit(1) "
+        "(line 4"
     )
     assert loaded.f() == 1  # what the cell defined before it exited still counts
     missing = loaded.problem_for("1.2")
@@ -328,6 +332,26 @@ def test_next_up_is_the_first_exercise_not_passed_and_the_tally_tells_them_apart
     assert [e["id"] for e in only["labs"][0]["exercises"]] == [first.id]
     assert only["progress"]["course_passed"] == 2 and only["complete"] is True
     assert "Course progress: 2 of 2 exercises passed" in report.render(only)
+
+
+def test_next_up_stays_within_the_labs_graded_and_shows_no_hint_unasked():
+    lab04, lab05 = registry.lab("04"), registry.lab("05")
+    earlier = report.grade(
+        [lab04], [CheckResult("04", "4.2", "a", Verdict(FAILED, "Wrong."))], exercises={"4.2"}
+    )
+    results = [CheckResult("05", e.id, "a", Verdict(NOT_STARTED, "")) for e in lab05.exercises]
+    graded = report.grade([lab05], results, earlier=earlier)
+    assert graded["progress"]["next"]["id"] == lab05.exercises[0].id
+    text = report.render(graded)
+    assert (
+        f"Next up: exercise {lab05.exercises[0].id}," in text
+        and "4.2" not in text.split("Next up")[1]
+    )
+    assert "Hint:" not in text
+    # Not started is no failed attempt: grade.json holds no hint for it either.
+    assert all(e["hint"] == "" for e in graded["labs"][0]["exercises"])
+    solved = [CheckResult("05", e.id, "a", Verdict(PASSED, "")) for e in lab05.exercises]
+    assert report.grade([lab05], solved, earlier=earlier)["progress"]["next"] is None
 
 
 def test_nox_check_grades_chosen_exercises_without_nox_noise(tmp_path):

@@ -169,8 +169,8 @@ def test_exercises_keep_their_own_count_and_reset_clears_all(course):
 @pytest.mark.parametrize(
     "argument, sentence",
     [
-        ("2.9", "Lab 02 has no exercise 2.9 (it has 2.1, 2.2, 2.3, 2.4, 2.5, 2.6)."),
-        ("04", "04 is a lab; name one of its exercises: 4.1, 4.2, 4.3, 4.4."),
+        ("2.9", "Lab 02 has no exercise 2.9 (it has 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8)."),
+        ("04", "04 is a lab; name one of its exercises: 4.1, 4.2, 4.3, 4.4, 4.5, 4.6."),
         ("12.1", "There is no lab '12'; the labs are 00"),
     ],
 )
@@ -184,7 +184,10 @@ def test_an_unknown_exercise_gets_one_sentence(tmp_path, capsys, argument, sente
 def test_an_unknown_exercise_is_one_sentence_on_stderr(course):
     out = _hint(course, "2.9")
     assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.strip() == "Lab 02 has no exercise 2.9 (it has 2.1, 2.2, 2.3, 2.4, 2.5, 2.6)."
+    assert (
+        out.stderr.strip()
+        == "Lab 02 has no exercise 2.9 (it has 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8)."
+    )
 
 
 def test_a_corrupt_state_file_starts_over(tmp_path):

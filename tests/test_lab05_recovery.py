@@ -10,12 +10,17 @@ cut short many times. The answers must be the same as with the backlog in one ba
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import nbformat
 from test_monitor import check_transitions, run_through_downtime
 
+from streamlab import registry
+from streamlab.authoring import is_proof
 from streamlab.fleet import Fleet
 from streamlab.hub import start_subprocess
+from streamlab.paths import REPO_ROOT
 
 LIMIT = 6  # maxEventsPerTrigger after the restart
 
@@ -47,3 +52,27 @@ def test_a_backlog_read_in_many_batches_gives_the_same_answers(tmp_path):
     }
     full = [b for b, n in restarted.items() if n >= LIMIT]
     assert len(full) >= 5, f"the backlog should have taken many limited batches: {restarted}"
+
+
+def test_the_restart_text_quotes_what_the_replay_prints():
+    """Lab 05's text about lab 04's processor after a downtime quotes the replay's own output.
+
+    The replay is a proof cell: nbval compares its recorded output with a fresh run, so this
+    test and nbval together hold the text to what Spark's order (rows, then timers) produces.
+    """
+    cells = nbformat.read(registry.lab("05").notebook(REPO_ROOT / "solutions"), as_version=4).cells
+    [index] = [i for i, c in enumerate(cells) if "What the replay shows:" in c.source]
+    replay = cells[index - 1]
+    assert is_proof(replay) and replay.outputs, (
+        "the replay above the text must be a recorded proof cell"
+    )
+    printed = {
+        line.strip()
+        for output in replay.outputs
+        for line in output.get("text", "").splitlines()
+        if line.strip()
+    }
+    quoted = re.search(r"What the replay shows:\s*```\n(.*?)```", cells[index].source, re.S)
+    lines = [line.strip() for line in quoted.group(1).splitlines() if line.strip()]
+    assert len(lines) >= 3
+    assert [line for line in lines if line not in printed] == []

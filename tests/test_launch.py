@@ -45,6 +45,38 @@ def test_jupyterlab_serves_the_labs_with_a_hub_and_stops_cleanly(tmp_path):
         assert lab.process.wait(timeout=60) == 0
 
 
+def test_two_launchers_run_side_by_side_each_with_a_hub_of_its_own(tmp_path):
+    # As a test beside a learner's `nox -s lab`: the second must not be refused the hub folder.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {"TMPDIR": str(temp)}
+    with (
+        running_jupyterlab(tmp_path / "one", env=env) as one,
+        running_jupyterlab(tmp_path / "two", env=env) as two,
+    ):
+        hubs = [
+            lab.line_starting("Event Hubs emulator: ").split(": ", 1)[1].strip()
+            for lab in (one, two)
+        ]
+        assert hubs[0] != hubs[1]
+        for announced in hubs:
+            client = EventHubConsumerClient.from_connection_string(
+                announced, consumer_group="$Default", eventhub_name="heartbeats"
+            )
+            with client:
+                assert client.get_partition_ids() == ["0", "1", "2", "3"]
+        apart = [
+            lab
+            for lab in (one, two)
+            if any("keeps its events in a temporary folder" in line for line in lab.output)
+        ]
+        assert two in apart, "".join(two.output)
+        for lab in (one, two):
+            lab.process.send_signal(signal.SIGINT)
+            assert lab.process.wait(timeout=60) == 0
+    assert list(temp.iterdir()) == []  # the hub folders of their own are gone
+
+
 def _terminal_output(base: str, cwd: str, command: str, until: str, timeout: float = 60) -> str:
     """Type ``command`` into a new JupyterLab terminal opened in ``cwd`` (as File > New >
     Terminal opens it in the file browser's folder); its output up to ``until``, no colours.

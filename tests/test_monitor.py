@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -23,7 +22,7 @@ from eventhub_clients import wait_for
 
 from streamlab.fleet import Fleet
 from streamlab.hub import partition_for_key, start_subprocess
-from streamlab.monitor import read_transitions
+from streamlab.monitor import command, read_transitions
 from streamlab.paths import REPO_ROOT
 
 TIMEOUT_S = 5
@@ -36,22 +35,16 @@ def start_monitor(connection_string: str, work: Path, run: str, *extra: str) -> 
     """``python -m streamlab.monitor`` on ``work``'s checkpoint, its output in a log file."""
     log = open(work / f"monitor-{run}.log", "w")
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlab.monitor",
-            "--connection-string",
+        command(
             connection_string,
-            "--checkpoint",
-            str(work / "checkpoint"),
-            "--output",
-            str(work / "out"),
+            work / "checkpoint",
+            work / "out",
             "--timeout-seconds",
             str(TIMEOUT_S),
             "--trigger",
             "500 milliseconds",
             *extra,
-        ],
+        ),
         cwd=REPO_ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,

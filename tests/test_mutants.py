@@ -135,6 +135,7 @@ def test_the_grader_catches_some_variants_and_names_the_survivors(tmp_path):
     assert result["score"] == round(4 / 8, 4)
     assert "0.1 line 5: boundary: `age >= 18` -> `age > 18`" in out.stdout
     assert "[likely equivalent: " + mutants.ERROR_TEXT + "]" in out.stdout
+    assert mutants.table(tmp_path / "out") == "| 00 | 9 | 4 | 5 | 1 | 50.0% |"
 
 
 def test_lab_00s_checks_catch_the_course_standard_of_its_variants(tmp_path):

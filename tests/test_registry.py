@@ -11,9 +11,9 @@ from streamlab import registry
 HINTS = 'hints = ["a nudge", "an approach"]'
 
 
-def _write(tmp_path: Path, text: str) -> Path:
+def _write(tmp_path: Path, text: str, version: str = "format_version = 1\n") -> Path:
     path = tmp_path / "course.toml"
-    path.write_text(text)
+    path.write_text(version + text)
     return path
 
 
@@ -62,6 +62,20 @@ def test_labs_and_exercises_come_back_in_file_order(tmp_path):
 def test_a_malformed_registry_is_refused_with_a_sentence(tmp_path, text, words):
     with pytest.raises(registry.RegistryError, match=words):
         registry.labs(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    "version, words",
+    [
+        ("", "has no format_version; add `format_version = 1` at its top"),
+        ("format_version = 2\n", "has format_version 2; these tools read format_version 1"),
+        ('format_version = "1"\n', "has format_version '1'; these tools read format_version 1"),
+    ],
+)
+def test_the_registry_says_which_format_it_is_in(tmp_path, version, words):
+    with pytest.raises(registry.RegistryError, match=words):
+        registry.labs(_write(tmp_path, _lab("00", "0.1"), version=version))
+    assert registry.FORMAT_VERSION == 1
 
 
 def test_hints_come_in_tiers_and_the_first_is_the_hint(tmp_path):

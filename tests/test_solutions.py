@@ -88,6 +88,7 @@ def test_a_passing_lab_04_is_used_and_its_grade_is_reused_until_a_cell_changes(
         "exercise 4.3 failed: "
     )
     assert "\n" not in sentence and sentence.endswith(".")
+    assert "cell tagged" not in sentence  # the exercise is named already
 
 
 def test_a_stub_is_not_done_and_needs_no_grading(learner, monkeypatch):

@@ -12,11 +12,10 @@ and, with ``--complete``, 3 when nothing failed but some exercise is not started
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
-from streamlab import registry
+from streamlab import processes, registry
 from streamlab.grading import report, supervisor, unsaved
 from streamlab.paths import BUILD_DIR
 
@@ -94,7 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     json_path = Path(args.json)
     earlier = report.read_json(json_path)
     # Whatever happens from here on, no earlier grade stays in place.
-    report.write_json({"status": "in-progress", "notebooks": args.notebooks, "labs": []}, json_path)
+    report.write_json(
+        {
+            "format_version": report.FORMAT_VERSION,
+            "status": "in-progress",
+            "notebooks": args.notebooks,
+            "labs": [],
+        },
+        json_path,
+    )
     print(f"Grading {len(chosen)} lab(s) in {args.notebooks}/ ...", flush=True)
     outcome = supervisor.run(
         chosen,
@@ -108,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome.results,
         lab_errors=outcome.lab_errors,
         cells=outcome.cells,
+        first_lines=outcome.first_lines,
         fingerprints=outcome.fingerprints,
         exercises=set(args.exercise) or None,
         notebooks=args.notebooks,
@@ -125,14 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     return OK
 
 
-def _stop(signum, frame) -> None:
+if __name__ == "__main__":
     # A front end that stops the grader (SIGTERM) stops its child too: the supervisor's
     # cleanup runs on the way out.
-    raise KeyboardInterrupt
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _stop)
+    processes.interrupt_on_sigterm()
     try:
         sys.exit(main())
     except KeyboardInterrupt:

@@ -2,8 +2,9 @@
 
 JupyterLab sends each cell's id with the request to run it (nbformat 4.5 stores the same
 id in the notebook file), so ``%check`` can grade a cell as the learner last ran it, saved
-or not. Kept apart from :mod:`streamlab.grading` so that ``import streamlab`` stays cheap:
-this module imports nothing beyond the standard library.
+or not. It only records: ``import streamlab`` installs it in a kernel, so it imports nothing
+beyond the standard library (``%check`` itself, :mod:`streamlab.grading.magic`, is registered
+lazily).
 """
 
 from __future__ import annotations
@@ -46,20 +47,9 @@ def _record(info) -> None:
         LAST_RUNS[cell_id] = CellRun(info.raw_cell, datetime.now())
 
 
-def _check(line: str) -> None:
-    from streamlab.grading.magic import check_magic
-
-    check_magic(line)
-
-
 def install(shell) -> None:
-    """Record every cell ``shell`` runs from now on and register ``%check``; once per shell."""
+    """Record every cell ``shell`` runs from now on; once per shell."""
     if id(shell) in _installed:
         return
     _installed.add(id(shell))
     shell.events.register("pre_run_cell", _record)
-    _check.__doc__ = (
-        "%check [EXERCISE | LAB ...]: grade exercises as you last ran their "
-        "cells, e.g. %check 2.1. Without an argument, the lab of this notebook."
-    )
-    shell.register_magic_function(_check, "line", "check")

@@ -26,7 +26,7 @@ class _Recorder:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             last = report.longreprtext.strip().splitlines()[-1:] or ["?"]
-            events.emit("broken", check=report.nodeid, message=last[0])
+            events.emit(events.EventKind.BROKEN, check=report.nodeid, message=last[0])
 
 
 def _die_with_supervisor() -> None:
@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
         ],
         plugins=[_Recorder()],
     )
-    events.emit("done", code=int(code))
+    events.emit(events.EventKind.DONE, code=int(code))
     return 0
 
 

@@ -10,17 +10,38 @@ from __future__ import annotations
 
 import json
 import os
+from enum import StrEnum
 
 #: Names the file descriptor of the pipe in the child's environment.
 FD_VARIABLE = "STREAMLAB_GRADING_FD"
 
 
-def emit(event: str, **fields) -> None:
+class EventKind(StrEnum):
+    """What an event says; its other fields depend on it."""
+
+    #: A graded cell starts (``cell``: its number, ``exercise``, ``line``: its first line),
+    #: or ends (``cell`` 0).
+    CELL = "cell"
+    #: A lab's notebook is loaded: ``cells`` and ``first_lines`` by exercise, ``fingerprint``.
+    CELLS = "cells"
+    #: A check's ``phase`` (setup, call, teardown) starts; ``limit`` in seconds for a call.
+    PHASE = "phase"
+    #: A check's verdict: ``status``, ``message``, ``expected``, ``actual``, ``hint``, ``diff``.
+    RESULT = "result"
+    #: A lab's notebook cannot be read: ``message``.
+    LAB_ERROR = "lab-error"
+    #: A check file does not load (a course bug): ``check``, ``message``.
+    BROKEN = "broken"
+    #: The child's checks are over: ``code``.
+    DONE = "done"
+
+
+def emit(event: EventKind, **fields) -> None:
     """Send one event to the supervisor; a no-op when there is none (pytest run directly)."""
     fd = os.environ.get(FD_VARIABLE)
     if not fd:
         return
-    line = json.dumps({"event": event, **fields}) + "\n"
+    line = json.dumps({"event": str(event), **fields}) + "\n"
     try:
         os.write(int(fd), line.encode())
     except OSError:

@@ -12,14 +12,17 @@ A check compares what the learner's code did with what the exercise asks for::
 
 The grader shows the sentence, then what was expected and what the code did (the terminal
 may shorten them; ``build/grade.json`` keeps them whole), then the check's hint when it has
-one, else the exercise's first hint. A plain ``assert ..., "sentence"`` still works and
-shows the sentence alone.
+one, else the exercise's first hint. When both are lists (of transitions, of rows), it shows
+a diff instead: the items as expected, missing, extra and changed, one a line
+(:func:`list_diff`). A plain ``assert ..., "sentence"`` still works and shows the sentence
+alone.
 """
 
 from __future__ import annotations
 
 import pprint
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from difflib import SequenceMatcher
 from typing import Any
 
 
@@ -41,6 +44,41 @@ class CheckFailed(AssertionError):
         self.expected = "" if expected is None else shown(expected)
         self.actual = "" if actual is None else shown(actual)
         self.hint = hint
+        self.diff = list_diff(expected, actual, show) if _listlike(expected, actual) else ""
+
+
+def _listlike(expected: Any, actual: Any) -> bool:
+    """Two lists worth a diff: sequences (not text), one of them with two items or more."""
+    both = all(isinstance(v, list | tuple) for v in (expected, actual))
+    return both and max(len(expected), len(actual)) >= 2
+
+
+#: How a diff labels its lines.
+SAME, MISSING, EXTRA, CHANGED, TO = "ok", "missing", "extra", "changed", "to"
+
+
+def list_diff(
+    expected: Sequence[Any], actual: Sequence[Any], show: Callable[[Any], str] | None = None
+) -> str:
+    """``expected`` against ``actual``, one item a line, each labelled.
+
+    ``ok`` as expected, ``missing`` expected but not produced, ``extra`` produced but not
+    expected, ``changed`` ... ``to`` an item in the place of the one expected there.
+    """
+    item = show or repr
+    want, got = [item(x) for x in expected], [item(x) for x in actual]
+    lines = []
+    matcher = SequenceMatcher(a=want, b=got, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            lines += [f"{SAME:<8} {x}" for x in want[i1:i2]]
+            continue
+        paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+        for x, y in zip(want[i1 : i1 + paired], got[j1 : j1 + paired]):
+            lines += [f"{CHANGED:<8} {x}", f"{TO:>7}  {y}"]
+        lines += [f"{MISSING:<8} {x}" for x in want[i1 + paired : i2]]
+        lines += [f"{EXTRA:<8} {y}" for y in got[j1 + paired : j2]]
+    return "\n".join(lines)
 
 
 def describe(value: Any) -> str:

@@ -11,6 +11,7 @@ exercise with no tagged cell, are recorded too. A file that is not a notebook ra
 
 from __future__ import annotations
 
+import dataclasses
 import linecache
 import sys
 import traceback
@@ -22,7 +23,16 @@ from pathlib import Path
 import nbformat
 
 from streamlab.grading.timeout import CELL_TIME_LIMIT, CheckTimeout, time_limit
-from streamlab.notebooks import NOT_DONE, NOT_DONE_PATTERN, exercise_id, fingerprint, is_graded
+from streamlab.notebooks import (
+    NOT_DONE,
+    NOT_DONE_PATTERN,
+    cell_name,
+    clipped,
+    exercise_id,
+    fingerprint,
+    first_line,
+    is_graded,
+)
 
 
 @dataclass(frozen=True)
@@ -34,15 +44,17 @@ class CellProblem:
     kind: str  # "syntax", "error", "exit", "query", "timeout", "crash", "duplicate",
     #            "missing-tag" or "not-done"
     detail: str
+    #: The cell's first line that says something: with the tag, how a learner finds the cell
+    #: in JupyterLab (which shows no cell numbers).
+    first_line: str = ""
 
     @property
     def where(self) -> str:
-        owner = f"exercise {self.exercise}" if self.exercise else "setup"
-        return f"cell {self.cell_number} ({owner})"
+        return cell_name(self.exercise, self.first_line)
 
     def sentence(self) -> str:
         if self.kind == "syntax":
-            return f"Cell {self.cell_number} (exercise {self.exercise}) has a syntax error: {self.detail}"
+            return f"{_capital(self.where)} has a syntax error: {self.detail}"
         if self.kind == "timeout":
             return (
                 f"Running {self.where} {self.detail}: is there an endless loop at the top "
@@ -66,6 +78,10 @@ class CellProblem:
         if self.kind in ("duplicate", "missing-tag"):
             return self.detail
         return f"Running {self.where} failed: {self.detail}"
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 class NotebookUnreadable(Exception):
@@ -120,6 +136,7 @@ class LoadedNotebook:
     problems: list[CellProblem] = field(default_factory=list)
     exercises: set[str] = field(default_factory=set)
     cells: dict[str, int] = field(default_factory=dict)  # exercise -> its (first) cell number
+    first_lines: dict[str, str] = field(default_factory=dict)  # exercise -> its cell's first line
     #: :func:`streamlab.notebooks.fingerprint` of the graded cells that ran.
     fingerprint: str = ""
 
@@ -156,9 +173,9 @@ def _register_source(filename: str, source: str) -> None:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
 
-#: Called with (exercise or None, cell number) before a graded cell runs, and with
-#: (None, 0) after it; the grader's supervisor uses it to know which cell is running.
-CellHook = Callable[[str | None, int], None]
+#: Called with (exercise or None, cell number, its first line) before a graded cell runs,
+#: and with (None, 0, "") after it; the grader's supervisor uses it to know which cell runs.
+CellHook = Callable[[str | None, int, str], None]
 
 
 def read_notebook(path: str | Path) -> nbformat.NotebookNode:
@@ -203,31 +220,35 @@ def load_notebook(
 
     cloudpickle.register_pickle_by_value(module)
     loaded = LoadedNotebook(path=path, module=module, fingerprint=fingerprint(notebook.cells))
-    tagged: dict[str, list[int]] = {}
+    tagged: dict[str, list[str]] = {}
     for number, cell in enumerate(notebook.cells, start=1):
         if not is_graded(cell):
             continue
         exercise = exercise_id(cell)
+        line = first_line(cell.source)
         if exercise:
             loaded.exercises.add(exercise)
             loaded.cells.setdefault(exercise, number)
-            tagged.setdefault(exercise, []).append(number)
+            loaded.first_lines.setdefault(exercise, line)
+            tagged.setdefault(exercise, []).append(line)
         if skip and number in skip:
             loaded.problems.append(skip[number])
             continue
         filename = f"<{path.stem} cell {number}>"
         _register_source(filename, cell.source)
         if on_cell:
-            on_cell(exercise, number)
+            on_cell(exercise, number, line)
         problem = _run_cell(
             cell.source, filename, module, exercise, number, cell_time_limit or CELL_TIME_LIMIT
         )
         if on_cell:
-            on_cell(None, 0)
+            on_cell(None, 0, "")
         if problem is None and exercise and NOT_DONE.format(id=exercise) in cell.source:
             # The stub is still there: nothing of this exercise can pass yet, so say so
             # without running checks (some of which would start Spark for nothing).
             problem = CellProblem(exercise, number, "not-done", "the cell still raises")
+        if problem:
+            problem = dataclasses.replace(problem, first_line=line)
         if problem:
             loaded.problems.append(problem)
     # Tag problems come first: they explain whatever the cells themselves did.
@@ -236,22 +257,23 @@ def load_notebook(
 
 
 def _tag_problems(
-    path: Path, tagged: dict[str, list[int]], expected: Collection[str]
+    path: Path, tagged: dict[str, list[str]], expected: Collection[str]
 ) -> list[CellProblem]:
     problems = []
-    for exercise, numbers in sorted(tagged.items()):
-        if len(numbers) > 1:
-            listed = ", ".join(str(n) for n in numbers[:-1]) + f" and {numbers[-1]}"
-            count = {2: "Two", 3: "Three"}.get(len(numbers), str(len(numbers)))
+    for exercise, lines in sorted(tagged.items()):
+        if len(lines) > 1:
+            count = {2: "Two", 3: "Three"}.get(len(lines), str(len(lines)))
+            starts = ", ".join(f"`{clipped(line)}`" for line in lines[:-1])
+            starts += f" and `{clipped(lines[-1])}`"
             problems.append(
                 CellProblem(
                     exercise,
-                    numbers[-1],
+                    0,
                     "duplicate",
                     (
-                        f"{count} cells are tagged exercise-{exercise}: cells {listed}; keep one "
-                        "(delete the other cells, or remove their tag), so the grader knows which "
-                        "is your answer."
+                        f"{count} cells are tagged exercise-{exercise}, starting {starts}; keep "
+                        "one (delete the other cells, or remove their tag), so the grader knows "
+                        "which is your answer."
                     ),
                 )
             )

@@ -1,11 +1,13 @@
 """``%check 2.1``: grade an exercise from its notebook, as the learner last ran its cell.
 
-``import streamlab`` (or ``%load_ext streamlab``) in a notebook registers the magic. It
+``import streamlab`` (or ``%load_ext streamlab``) in a notebook registers the magic, lazily:
+this module is imported when ``%check`` is first used. It
 reads the lab's notebook file, puts in the source of every graded cell as it was last run in
 this kernel (:mod:`streamlab.grading.cell_history`), saved or not, writes that notebook to a temporary
 folder laid out like ``labs/`` and runs the grader on it in a fresh process, exactly as
 ``nox -s check`` does. It shows the same verdict, sentence and hint, and says which version
-of the cell it graded.
+of the cell it graded. A failed exercise shows the failed check's sentence, what it expected
+against what the code did (or their diff), and the check's own hint when it has one.
 
 ``%check 2.1 2.2`` grades several exercises, ``%check 02`` a whole lab, and ``%check``
 alone the lab of the notebook it runs in.
@@ -17,6 +19,7 @@ import html
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -24,14 +27,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from streamlab import registry
-from streamlab.grading.cell_history import LAST_RUNS, CellRun
-from streamlab.grading.supervisor import interrupt
-from streamlab.paths import REPO_ROOT
+from IPython.core.magic import Magics, line_magic, magics_class
 
-_SYMBOL = {"passed": "✓", "failed": "✗", "not-started": "○"}
-_WORD = {"passed": "passed", "failed": "failed", "not-started": "not started"}
-_COLOUR = {"passed": "#1a7f37", "failed": "#cf222e", "not-started": "#6e7781"}
+from streamlab import processes, registry
+from streamlab.grading.cell_history import LAST_RUNS, CellRun
+from streamlab.grading.verdict import PASSED, Status
+from streamlab.notebooks import cell_name, exercise_id, first_line, is_graded, read_cells
+from streamlab.paths import REPO_ROOT
 
 
 class CheckError(Exception):
@@ -48,6 +50,28 @@ class Graded:
     message: str
     hint: str
     version: str
+    expected: str = ""
+    actual: str = ""
+    diff: str = ""
+
+    @property
+    def shown(self) -> Status | None:
+        try:
+            return Status(self.status)
+        except ValueError:
+            return None
+
+    def compared(self) -> list[tuple[str, str]]:
+        """(label, text) of what the failed check compared: its diff, else both sides."""
+        if self.status == PASSED:
+            return []
+        if self.diff:
+            return [("Expected against your code", self.diff)]
+        return [
+            (label, text)
+            for label, text in (("Expected", self.expected), ("Your code", self.actual))
+            if text
+        ]
 
 
 @dataclass(frozen=True)
@@ -62,12 +86,13 @@ class CheckReport:
     def __str__(self) -> str:
         lines = []
         for e in self.exercises:
-            lines.append(
-                f"{_SYMBOL.get(e.status, '?')} Exercise {e.id} · {e.title}: "
-                f"{_WORD.get(e.status, e.status)}"
-            )
+            symbol, word = (e.shown.symbol, e.shown.word) if e.shown else ("?", e.status)
+            lines.append(f"{symbol} Exercise {e.id} · {e.title}: {word}")
             if e.status != "passed" and e.message:
                 lines.append(f"  {e.message}")
+            for label, text in e.compared():
+                lines.append(f"  {label}:")
+                lines.extend(f"    {line}" for line in text.splitlines())
             if e.status != "passed" and e.hint:
                 lines.append(f"  Hint: {e.hint} (more: nox -s hint -- {e.id})")
             lines.append(f"  Graded: {e.version}.")
@@ -83,14 +108,20 @@ class CheckReport:
     def _repr_html_(self) -> str:
         rows = []
         for e in self.exercises:
-            colour = _COLOUR.get(e.status, "inherit")
+            colour = e.shown.colour if e.shown else "inherit"
+            symbol, word = (e.shown.symbol, e.shown.word) if e.shown else ("?", e.status)
             parts = [
                 f"<div class='streamlab-check-head'><b style='color:{colour}'>"
-                f"{_SYMBOL.get(e.status, '?')} {html.escape(_WORD.get(e.status, e.status))}"
+                f"{symbol} {html.escape(word)}"
                 f"</b> · Exercise {html.escape(e.id)} · {html.escape(e.title)}</div>"
             ]
             if e.status != "passed" and e.message:
                 parts.append(f"<div class='streamlab-check-message'>{_html(e.message)}</div>")
+            for label, text in e.compared():
+                parts.append(
+                    f"<div class='streamlab-check-compared'><i>{html.escape(label)}:</i>"
+                    f"<pre style='margin:2px 0'>{html.escape(text)}</pre></div>"
+                )
             if e.status != "passed" and e.hint:
                 parts.append(
                     f"<div class='streamlab-check-hint'><i>Hint:</i> "
@@ -117,6 +148,17 @@ class CheckReport:
 def _html(text: str) -> str:
     """``text`` escaped, with its `code` spans (hints and sentences use them) as code."""
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+@magics_class
+class CheckMagics(Magics):
+    """``%check``, registered lazily by :func:`streamlab.load_ipython_extension`."""
+
+    @line_magic
+    def check(self, line: str) -> None:
+        """%check [EXERCISE | LAB ...]: grade exercises as you last ran their cells, e.g.
+        %check 2.1. Without an argument, the lab of this notebook."""
+        check_magic(line)
 
 
 def check_magic(line: str) -> None:
@@ -157,6 +199,9 @@ def check(line: str, cwd: Path | None = None) -> CheckReport:
                 message=entry.get("message") or "",
                 hint=_first_hint(entry),
                 version=versions.get(entry["id"], "no cell of the notebook is tagged for it"),
+                expected=entry.get("expected") or "",
+                actual=entry.get("actual") or "",
+                diff=entry.get("diff") or "",
             )
         )
     seconds = (datetime.now() - started).total_seconds()
@@ -238,7 +283,7 @@ def find_notebook(lab: registry.Lab, cwd: Path) -> Path:
 
 def _has_any_tag(path: Path, tags: set[str]) -> bool:
     try:
-        cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+        cells = read_cells(path)
     except (OSError, ValueError):
         return False
     return any(tags & set(c.get("metadata", {}).get("tags", [])) for c in cells)
@@ -251,18 +296,16 @@ def _write_as_last_run(notebook: Path, lab: registry.Lab, labs_dir: Path) -> dic
     """
     import nbformat
 
-    from streamlab.notebooks import exercise_id, is_graded
-
     content = nbformat.read(notebook, as_version=4)
     saved_at = datetime.fromtimestamp(notebook.stat().st_mtime)
     versions: dict[str, list[str]] = {}
-    for number, cell in enumerate(content.cells, start=1):
+    for cell in content.cells:
         if not is_graded(cell):
             continue
         run = LAST_RUNS.get(cell.get("id", ""))
         exercise = exercise_id(cell)
         if exercise:
-            versions.setdefault(exercise, []).append(_version(number, cell.source, run, saved_at))
+            versions.setdefault(exercise, []).append(_version(exercise, cell.source, run, saved_at))
         if run is not None:
             cell.source = run.source
     target = lab.notebook(labs_dir)
@@ -271,15 +314,15 @@ def _write_as_last_run(notebook: Path, lab: registry.Lab, labs_dir: Path) -> dic
     return {exercise: "; ".join(phrases) for exercise, phrases in versions.items()}
 
 
-def _version(number: int, saved: str, run: CellRun | None, saved_at: datetime) -> str:
+def _version(exercise: str, saved: str, run: CellRun | None, saved_at: datetime) -> str:
+    cell = cell_name(exercise, first_line(saved if run is None else run.source))
     if run is None:
         return (
-            f"cell {number} as saved at {saved_at:%H:%M:%S} (you have not run it since "
-            "%check was loaded)"
+            f"{cell} as saved at {saved_at:%H:%M:%S} (you have not run it since %check was loaded)"
         )
     if run.source == saved:
-        return f"cell {number} as you last ran it at {run.at:%H:%M:%S}, the same as saved"
-    return f"cell {number} as you last ran it at {run.at:%H:%M:%S}, not saved yet"
+        return f"{cell} as you last ran it at {run.at:%H:%M:%S}, the same as saved"
+    return f"{cell} as you last ran it at {run.at:%H:%M:%S}, not saved yet"
 
 
 def _run_grader(
@@ -319,6 +362,7 @@ def _grade(command: list[str]) -> subprocess.CompletedProcess:
     try:
         stdout, stderr = process.communicate()
     except BaseException:
-        interrupt(process)  # interrupting the kernel stops the grading too
+        # Interrupting the kernel stops the grading too: SIGINT lets the grader stop its child.
+        processes.terminate(process, first=signal.SIGINT)
         raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)

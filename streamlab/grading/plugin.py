@@ -30,6 +30,7 @@ import pytest
 
 from streamlab import registry
 from streamlab.grading import events
+from streamlab.grading.events import EventKind
 from streamlab.grading.loader import CellProblem, LoadedNotebook, NotebookUnreadable, load_notebook
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT, time_limit
 from streamlab.grading.verdict import FAILED, PASSED, CellFailed, CheckResult, verdict_for
@@ -157,7 +158,7 @@ def lab_of(item: pytest.Item) -> str:
 
 
 def unit_of(item: pytest.Item) -> str:
-    """What a check grades: its lab (``04``), or one variant of it (``04@12``, nox -s mutants)."""
+    """What a check grades: its lab (``04``), or a variant of its solution (``m12``, nox -s mutants)."""
     variant = item.stash.get(_unit_key, None)
     return variant["unit"] if variant else lab_of(item)
 
@@ -195,8 +196,8 @@ def _notebook_for(item: pytest.Item) -> LoadedNotebook:
         skip = {int(n): CellProblem(**fields) for n, fields in known.items()}
         folder = Path(variant["folder"]) if variant else notebooks_dir(item.config)
 
-        def on_cell(exercise_id: str | None, number: int) -> None:
-            events.emit("cell", lab=unit, exercise=exercise_id, cell=number)
+        def on_cell(exercise_id: str | None, number: int, line: str) -> None:
+            events.emit(EventKind.CELL, lab=unit, exercise=exercise_id, cell=number, line=line)
 
         try:
             cache[unit] = load_notebook(
@@ -208,12 +209,13 @@ def _notebook_for(item: pytest.Item) -> LoadedNotebook:
             )
         except NotebookUnreadable as error:
             cache[unit] = error
-            events.emit("lab-error", lab=unit, message=str(error))
+            events.emit(EventKind.LAB_ERROR, lab=unit, message=str(error))
         else:
             events.emit(
-                "cells",
+                EventKind.CELLS,
                 lab=unit,
                 cells=cache[unit].cells,
+                first_lines=cache[unit].first_lines,
                 fingerprint=cache[unit].fingerprint,
             )
     loaded = cache[unit]
@@ -234,7 +236,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         caught = item.config.stash.setdefault(_caught_key, set())
         if unit_of(item) in caught | set(_plan(item.config).get("failed", [])):
             raise _Caught
-    events.emit("phase", lab=unit_of(item), exercise=exercise_id, check=item.nodeid, phase="setup")
+    events.emit(
+        EventKind.PHASE, lab=unit_of(item), exercise=exercise_id, check=item.nodeid, phase="setup"
+    )
     problem = _notebook_for(item).problem_for(exercise_id)
     if problem:
         raise CellFailed(problem)
@@ -242,7 +246,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     events.emit(
-        "phase", lab=unit_of(item), exercise=_exercise_of(item), check=item.nodeid, phase="teardown"
+        EventKind.PHASE,
+        lab=unit_of(item),
+        exercise=_exercise_of(item),
+        check=item.nodeid,
+        phase="teardown",
     )
 
 
@@ -257,7 +265,7 @@ def pytest_runtest_call(item: pytest.Item):
     marker = _exercise_marker(item)
     limit = _cap(item.config, marker.kwargs.get("timeout", DEFAULT_TIMEOUT))
     events.emit(
-        "phase",
+        EventKind.PHASE,
         lab=unit_of(item),
         exercise=marker.args[0],
         check=item.nodeid,
@@ -292,7 +300,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if verdict.status != PASSED and item.stash.get(_unit_key, None):
             item.config.stash.setdefault(_caught_key, set()).add(unit)
         events.emit(
-            "result",
+            EventKind.RESULT,
             lab=unit,
             exercise=exercise_id,
             check=item.nodeid,
@@ -301,6 +309,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             expected=verdict.expected,
             actual=verdict.actual,
             hint=verdict.hint,
+            diff=verdict.diff,
         )
         if verdict.message:
             report.sections.append(("grade", verdict.message))

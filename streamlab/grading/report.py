@@ -3,19 +3,25 @@
 ``build/grade.json`` (written atomically: first ``{"status": "in-progress"}``, then the
 grade)::
 
-    {"status": "graded", "notebooks": "labs", "complete": false,
+    {"format_version": 1, "status": "graded", "notebooks": "labs", "complete": false,
      "earlier_labs": [...],  # other labs, as an earlier run graded them
      "labs": [{"id": "00", "title": "...", "status": "graded" | "error", "message": "",
-               "exercises": [{"id": "0.1", "title": "...", "cell": 5,
+               "fingerprint": "...",  # of the graded cells that ran (streamlab.notebooks)
+               "exercises": [{"id": "0.1", "title": "...", "cell": 5, "cell_line": "def ...",
                               "status": "passed" | "failed" | "not-started",
-                              "message": "...", "hint": "..."}]}],
+                              "message": "...", "expected": "...", "actual": "...",
+                              "diff": "...", "hint": "..."}]}],
      "progress": {"passed": 1, "failed": 1, "not-started": 1, "total": 3,
                   "course_passed": 4, "course_total": 44,
                   "labs": [{"id": "00", "passed": 1, "total": 3, "earlier": false}],
                   "next": {"lab": "00", "id": "0.2", "title": "...", "status": "failed"}},
      "unsaved": [{"lab": "00", "exercise": "0.3", "message": "... Did you save? ..."}]}
 
-With ``--exercise``, a lab lists only the exercises graded.
+Nothing in it is cut: the sentence, expected, actual and the diff are whole (the table
+shortens them). ``hint`` is set only for a failed exercise: the failed check's own hint, else
+the exercise's first tier. ``next`` is within the labs of this run. With ``--exercise``, a lab
+lists only the exercises graded. ``format_version`` changes when a field changes meaning or
+goes away.
 """
 
 from __future__ import annotations
@@ -29,11 +35,20 @@ from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 
-from streamlab.grading.verdict import FAILED, NOT_STARTED, PASSED, CheckResult, Verdict, combine
+from streamlab.grading.verdict import (
+    FAILED,
+    NOT_STARTED,
+    PASSED,
+    CheckResult,
+    Status,
+    Verdict,
+    combine,
+)
+from streamlab.notebooks import cell_name
 from streamlab.registry import Lab
 
-_SYMBOL = {PASSED: "✓", FAILED: "✗", NOT_STARTED: "○"}
-_WORD = {PASSED: "passed", FAILED: "failed", NOT_STARTED: "not started"}
+#: The version of the format of ``build/grade.json``.
+FORMAT_VERSION = 1
 
 
 def grade(
@@ -42,6 +57,7 @@ def grade(
     *,
     lab_errors: Mapping[str, str] | None = None,
     cells: Mapping[str, Mapping[str, int]] | None = None,
+    first_lines: Mapping[str, Mapping[str, str]] | None = None,
     fingerprints: Mapping[str, str] | None = None,
     exercises: set[str] | None = None,
     notebooks: str = "labs",
@@ -69,16 +85,20 @@ def grade(
                 # A lab that could not be graded says why once, for all its exercises.
                 verdict = Verdict(FAILED, error)
             cell = cells.get(lab.id, {}).get(e.id)
+            line = (first_lines or {}).get(lab.id, {}).get(e.id, "")
             if verdict.status == FAILED and cell and "cell" not in verdict.message.lower():
                 # Say where the learner's code is, when the sentence does not.
-                verdict = dataclasses.replace(verdict, message=f"Cell {cell}: {verdict.message}")
+                where = cell_name(e.id, line)
+                verdict = dataclasses.replace(verdict, message=f"In {where}: {verdict.message}")
             rows.append(
                 {
                     "id": e.id,
                     "title": e.title,
                     "cell": cell,
+                    "cell_line": line,
                     **_fields(verdict),
-                    "hint": verdict.hint or e.hint,
+                    # A hint only where the learner's own attempt failed (or when asked).
+                    "hint": (verdict.hint or e.hint) if verdict.status == FAILED else "",
                 }
             )
         entries.append(
@@ -92,6 +112,7 @@ def grade(
             }
         )
     graded = {
+        "format_version": FORMAT_VERSION,
         "status": "graded",
         "notebooks": notebooks,
         "labs": entries,
@@ -108,6 +129,7 @@ def _fields(verdict: Verdict) -> dict:
         "message": verdict.message,
         "expected": verdict.expected,
         "actual": verdict.actual,
+        "diff": verdict.diff,
     }
 
 
@@ -140,7 +162,8 @@ def _progress(graded: dict) -> dict:
                 "passed": sum(e.get("status") == PASSED for e in exercises),
             }
         )
-        if upcoming is None:
+        if upcoming is None and not old:
+            # Within the labs graded now: an earlier run's lab is not what this run is about.
             upcoming = next(
                 (
                     {
@@ -148,7 +171,6 @@ def _progress(graded: dict) -> dict:
                         "id": e.get("id"),
                         "title": e.get("title", ""),
                         "status": e.get("status"),
-                        "hint": e.get("hint", ""),
                     }
                     for e in exercises
                     if e.get("status") != PASSED
@@ -166,7 +188,7 @@ def _progress(graded: dict) -> dict:
 
 
 def counts(graded: dict) -> dict[str, int]:
-    tally = {PASSED: 0, FAILED: 0, NOT_STARTED: 0}
+    tally = {str(status): 0 for status in Status}
     for lab in graded["labs"]:
         for exercise in lab["exercises"]:
             tally[exercise["status"]] += 1
@@ -190,13 +212,14 @@ def render(graded: dict, width: int = 88) -> str:
         if lab.get("status") == "error":
             lines.extend(wrap.wrap(f"Not graded: {lab['message']}"))
         for exercise in lab["exercises"]:
-            status = exercise["status"]
-            head = f"  {_SYMBOL[status]} {exercise['id']:<5} {exercise['title']}"
-            lines.append(f"{head:<{width - 12}} {_WORD[status]}")
+            status = Status(exercise["status"])
+            head = f"  {status.symbol} {exercise['id']:<5} {exercise['title']}"
+            lines.append(f"{head:<{width - 12}} {status.word}")
             if status == FAILED and exercise["message"] != lab.get("message"):
-                lines.extend(wrap.wrap(exercise["message"]))
+                lines.extend(wrap.wrap(_shortened(exercise["message"])))
                 lines.extend(_compared(exercise))
-                lines.extend(wrap.wrap(f"Hint: {exercise['hint']}"))
+                if exercise.get("hint"):
+                    lines.extend(wrap.wrap(f"Hint: {exercise['hint']}"))
         lines.append("")
     for unsaved in graded.get("unsaved", []):
         lines.extend(textwrap.wrap(f"! {unsaved['message']}", width=width, subsequent_indent="  "))
@@ -216,10 +239,9 @@ def render(graded: dict, width: int = 88) -> str:
     upcoming = progress["next"]
     if upcoming:
         status = upcoming["status"]
-        state = "" if status == NOT_STARTED else f" ({_WORD.get(status, status)})"
+        state = "" if status == NOT_STARTED else f" ({Status(status).word})"
+        # The next exercise's name only: its hints are for when asked (nox -s hint).
         lines.append(f"Next up: exercise {upcoming['id']}, {upcoming['title'].lower()}{state}.")
-        if upcoming["status"] == NOT_STARTED and upcoming.get("hint"):
-            lines.extend(textwrap.wrap(f"Hint: {upcoming['hint']}", width=width))
     elif progress["labs"]:
         lines.append("Every exercise graded here has passed.")
     lines.append("")
@@ -229,11 +251,30 @@ def render(graded: dict, width: int = 88) -> str:
 
 #: Lines of expected or actual output shown in the terminal; grade.json keeps them all.
 SHOWN_LINES = 12
+#: Characters of a failed check's sentence shown in the terminal; grade.json keeps them all.
+SHOWN_CHARACTERS = 600
+
+
+def _shortened(message: str) -> str:
+    if len(message) <= SHOWN_CHARACTERS:
+        return message
+    cut = message[:SHOWN_CHARACTERS].rsplit(" ", 1)[0]
+    return f"{cut} ... (the whole message is in build/grade.json)"
 
 
 def _compared(exercise: dict) -> list[str]:
-    """Expected against actual, indented, each cut to ``SHOWN_LINES`` lines."""
+    """Expected against actual (or their diff), indented, cut to ``SHOWN_LINES`` lines each."""
     lines: list[str] = []
+    diff = exercise.get("diff") or ""
+    if diff:
+        body = diff.splitlines()
+        lines.append(f"{' ' * 9}expected against your code:")
+        lines.extend(f"{' ' * 11}{line}" for line in body[: 2 * SHOWN_LINES])
+        if len(body) > 2 * SHOWN_LINES:
+            lines.append(
+                f"{' ' * 11}... {len(body) - 2 * SHOWN_LINES} more lines in build/grade.json"
+            )
+        return lines
     for label, key in (("expected", "expected"), ("your code", "actual")):
         text = exercise.get(key) or ""
         if not text:

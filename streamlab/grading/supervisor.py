@@ -20,13 +20,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamlab.grading.events import FD_VARIABLE
+from streamlab import processes
+from streamlab.grading.events import FD_VARIABLE, EventKind
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT
-from streamlab.grading.verdict import FAILED, CheckResult, Verdict
+from streamlab.grading.verdict import FAILED, CheckResult, Status, Verdict
+from streamlab.notebooks import cell_name
 from streamlab.registry import Lab
 
 #: Extra seconds past a limit before the child is killed: the child's own, gentler limit
@@ -52,6 +54,8 @@ class Outcome:
     results: list[CheckResult] = field(default_factory=list)
     lab_errors: dict[str, str] = field(default_factory=dict)
     cells: dict[str, dict[str, int]] = field(default_factory=dict)  # lab -> exercise -> cell
+    #: lab -> exercise -> the first line of its cell
+    first_lines: dict[str, dict[str, str]] = field(default_factory=dict)
     #: lab -> the fingerprint of the graded cells its checks ran (streamlab.notebooks)
     fingerprints: dict[str, str] = field(default_factory=dict)
 
@@ -65,6 +69,7 @@ class _Activity:
     exercise: str | None = None
     cell: int = 0
     check: str | None = None
+    line: str = ""  # the running cell's first line
 
 
 @dataclass
@@ -101,10 +106,12 @@ def run(
     max_check_seconds: float | None = None,
     log_path: Path,
     child_args: Sequence[str] = (),
+    on_result: Callable[[CheckResult], None] | None = None,
 ) -> Outcome:
     """Grade ``labs`` in as many children as it takes; never raises for the learner's code.
 
-    ``child_args`` go to every child's pytest (``--variants``, for nox -s mutants).
+    ``child_args`` go to every child's pytest (``--variants``, for nox -s mutants);
+    ``on_result`` is told each check's verdict as soon as it is known.
     """
     outcome, plan = Outcome(), _Plan()
     cap = max_check_seconds
@@ -129,7 +136,7 @@ def run(
             args += list(child_args)
             if cap:
                 args += ["--max-check-seconds", str(cap)]
-            ended, activity, code = _run_child(args, outcome, plan, log, cell_limit, cap)
+            ended, activity, code = _run_child(args, outcome, plan, log, cell_limit, cap, on_result)
             if ended:
                 return outcome
             if not _blame(activity, code, outcome, plan):
@@ -148,7 +155,13 @@ def run(
 
 
 def _run_child(
-    args: list[str], outcome: Outcome, plan: _Plan, log, cell_limit: float, cap: float | None
+    args: list[str],
+    outcome: Outcome,
+    plan: _Plan,
+    log,
+    cell_limit: float,
+    cap: float | None,
+    on_result: Callable[[CheckResult], None] | None = None,
 ) -> tuple[bool, _Activity, int | None]:
     """Run one child to its end. Returns (finished normally, last activity, exit code)."""
     read_fd, write_fd = os.pipe()
@@ -198,9 +211,11 @@ def _run_child(
                     event = json.loads(line)
                 except ValueError:
                     continue  # something else wrote to the pipe; the events still count
-                if event.get("event") == "done":
+                if event.get("event") == EventKind.DONE:
                     finished = True
                 activity = _follow(event, activity, outcome, plan, cell_limit, cap)
+                if on_result and event.get("event") == EventKind.RESULT:
+                    on_result(outcome.results[-1])
     finally:
         selector.close()
         os.close(read_fd)
@@ -218,7 +233,7 @@ def _follow(
     """The activity after ``event``; records verdicts and lab errors as they come."""
     now = time.monotonic()
     kind, lab = event.get("event"), event.get("lab")
-    if kind == "cell" and event.get("cell"):
+    if kind == EventKind.CELL and event.get("cell"):
         limit = cell_limit + GRACE
         return _Activity(
             "cell",
@@ -228,16 +243,18 @@ def _follow(
             event.get("exercise"),
             event["cell"],
             activity.check,
+            event.get("line", ""),
         )
-    if kind == "cell":  # the cell finished: back to the check's setup
+    if kind == EventKind.CELL:  # the cell finished: back to the check's setup
         return _Activity(
             "setup", now + SETUP_LIMIT, SETUP_LIMIT, lab, activity.exercise, check=activity.check
         )
-    if kind == "cells":
+    if kind == EventKind.CELLS:
         outcome.cells[lab] = event.get("cells", {})
+        outcome.first_lines[lab] = event.get("first_lines", {})
         if event.get("fingerprint"):
             outcome.fingerprints[lab] = event["fingerprint"]
-    if kind == "phase":
+    if kind == EventKind.PHASE:
         phase = event["phase"]
         limit = {"setup": SETUP_LIMIT, "teardown": TEARDOWN_LIMIT}.get(
             phase, event.get("limit") or (min(DEFAULT_TIMEOUT, cap) if cap else DEFAULT_TIMEOUT)
@@ -246,36 +263,37 @@ def _follow(
         return _Activity(
             phase, now + limit + grace, limit, lab, event.get("exercise"), check=event.get("check")
         )
-    if kind == "result":
+    if kind == EventKind.RESULT:
         outcome.results.append(
             CheckResult(
                 lab,
                 event["exercise"],
                 _name(event["check"]),
                 Verdict(
-                    event["status"],
+                    Status(event["status"]),
                     event["message"],
                     event.get("expected", ""),
                     event.get("actual", ""),
                     event.get("hint", ""),
+                    event.get("diff", ""),
                 ),
             )
         )
         plan.done.add(event["check"])
         if event["status"] == FAILED:
             plan.failed.add(lab)
-    if kind == "lab-error":
+    if kind == EventKind.LAB_ERROR:
         outcome.lab_errors[lab] = event["message"]
-    if kind == "broken":
+    if kind == EventKind.BROKEN:
         broken_lab = _lab_of(event.get("check", ""))
         if broken_lab:
             outcome.lab_errors[broken_lab] = (
                 f"Lab {broken_lab} could not be graded: its checks do not load "
                 f"({event.get('message')}). This is {REPORT_BUGS}."
             )
-    if kind == "done":
+    if kind == EventKind.DONE:
         return _Activity("idle", now + IDLE_LIMIT, IDLE_LIMIT)
-    if kind in ("result", "lab-error", "broken", "cells"):
+    if kind in (EventKind.RESULT, EventKind.LAB_ERROR, EventKind.BROKEN, EventKind.CELLS):
         return activity
     return _Activity("idle", now + IDLE_LIMIT, IDLE_LIMIT)
 
@@ -283,8 +301,10 @@ def _follow(
 def _blame(activity: _Activity, code: int | None, outcome: Outcome, plan: _Plan) -> bool:
     """Record what the killed or dead child was doing; False when no exercise is to blame."""
     how = _how(code, activity.limit)
-    cell = outcome.cells.get(activity.lab or "", {}).get(activity.exercise or "")
-    in_cell = f" (your code is in cell {cell})" if cell else ""
+    line = outcome.first_lines.get(activity.lab or "", {}).get(activity.exercise or "", "")
+    in_cell = (
+        f" (your code is in {cell_name(activity.exercise, line)})" if activity.exercise else ""
+    )
     if activity.kind == "cell":
         detail = (
             f"{how}: is there an endless loop at the top level of the cell, or a call "
@@ -297,6 +317,7 @@ def _blame(activity: _Activity, code: int | None, outcome: Outcome, plan: _Plan)
             "cell_number": activity.cell,
             "kind": "crash",
             "detail": detail,
+            "first_line": activity.line,
         }
         plan.cells.setdefault(activity.lab, {})[activity.cell] = problem
         return True
@@ -347,26 +368,9 @@ def _how(code: int | None, limit: float | None = None) -> str:
     return f"ended the process running your code (exit code {code})"
 
 
-def interrupt(grader: subprocess.Popen, timeout: float = 20.0) -> None:
-    """Stop a running ``python -m streamlab.grading``, as a front end (``%check``, watch) must.
-
-    SIGINT, not SIGTERM: the grader then stops the process that runs the checks, with its
-    Spark. A grader that does not end within ``timeout`` seconds is killed.
-    """
-    grader.send_signal(signal.SIGINT)
-    try:
-        grader.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        grader.kill()
-
-
 def _kill(child: subprocess.Popen) -> None:
     """Kill the child's process group: the child, its Spark JVM and the JVM's Python workers."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    child.wait()
+    processes.terminate(child, group=True, first=signal.SIGKILL)
 
 
 def _name(nodeid: str) -> str:

@@ -21,6 +21,7 @@ import urllib.request
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from streamlab.notebooks import NOT_DONE, exercise_id, read_cells
 from streamlab.paths import REPO_ROOT
 from streamlab.registry import Lab
 
@@ -108,10 +109,6 @@ def warnings(labs: list[Lab], graded: dict, notebooks: str) -> list[dict]:
     runs = _runs(history_file()) if opened else []
     if not runs:
         return []
-    import nbformat  # slow to import: only when a notebook is open in a running JupyterLab
-
-    from streamlab.notebooks import NOT_DONE, exercise_id
-
     found = []
     statuses = {
         (lab["id"], e["id"]): e["status"] for lab in graded["labs"] for e in lab["exercises"]
@@ -122,14 +119,15 @@ def warnings(labs: list[Lab], graded: dict, notebooks: str) -> list[dict]:
         if path.resolve() not in opened:
             continue
         try:
-            notebook = nbformat.read(path, as_version=4)
+            cells = read_cells(path)
             saved_at = datetime.fromtimestamp(path.stat().st_mtime)
-        except Exception:  # an unreadable notebook is reported by the grade itself
+        except (OSError, ValueError):  # an unreadable notebook is reported by the grade itself
             continue
-        for cell in notebook.cells:
-            exercise = exercise_id(cell) if cell.cell_type == "code" else None
+        for cell in cells:
+            exercise = exercise_id(cell) if cell.get("cell_type") == "code" else None
             status = statuses.get((lab.id, exercise or ""))
-            names = _DEFINITION.findall(cell.source) if status and status != "passed" else []
+            source = cell["source"]
+            names = _DEFINITION.findall(source) if status and status != "passed" else []
             if not names:
                 continue
             header = re.compile(rf"^(?:async\s+)?(?:def|class)\s+{names[0]}\b", re.MULTILINE)
@@ -137,10 +135,10 @@ def warnings(labs: list[Lab], graded: dict, notebooks: str) -> list[dict]:
             if not ran:
                 continue
             started, last = ran[-1]
-            if last.strip() == cell.source.strip():
+            if last.strip() == source.strip():
                 continue
             stub = NOT_DONE.format(id=exercise)
-            if (stub in cell.source and stub not in last) or started > saved_at:
+            if (stub in source and stub not in last) or started > saved_at:
                 found.append(
                     {
                         "lab": lab.id,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from streamlab.grading.expect import CheckFailed
 from streamlab.grading.timeout import CheckTimeout
+from streamlab.notebooks import NOT_DONE_PATTERN
 
 if TYPE_CHECKING:
     from streamlab.grading.loader import CellProblem
@@ -15,9 +18,28 @@ if TYPE_CHECKING:
 # The loader (and with it nbformat, slow to import) is imported where it is needed, so that
 # the supervising process, which only reads verdicts, starts quickly.
 
-PASSED, FAILED, NOT_STARTED = "passed", "failed", "not-started"
 
-_MAX_MESSAGE = 400
+class Status(StrEnum):
+    """An exercise's (or a check's) status, as ``build/grade.json`` spells it."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_STARTED = "not-started"
+
+    @property
+    def symbol(self) -> str:
+        return {"passed": "✓", "failed": "✗", "not-started": "○"}[self.value]
+
+    @property
+    def word(self) -> str:
+        return {"passed": "passed", "failed": "failed", "not-started": "not started"}[self.value]
+
+    @property
+    def colour(self) -> str:
+        return {"passed": "#1a7f37", "failed": "#cf222e", "not-started": "#6e7781"}[self.value]
+
+
+PASSED, FAILED, NOT_STARTED = Status.PASSED, Status.FAILED, Status.NOT_STARTED
 
 
 class CellFailed(Exception):
@@ -37,6 +59,8 @@ class Verdict:
     actual: str = ""
     #: The failed check's own hint, shown instead of the exercise's first tier.
     hint: str = ""
+    #: Missing, extra and changed items when the check compared two lists.
+    diff: str = ""
 
 
 @dataclass(frozen=True)
@@ -49,15 +73,13 @@ class CheckResult:
     verdict: Verdict
 
 
-def _shorten(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+def _whole(text: str) -> str:
+    # Never cut: build/grade.json keeps every word; the terminal table shortens on its own.
+    return text.strip()
 
 
 def _not_done(error: BaseException) -> str | None:
     """The exercise whose stub raised ``error``, if a stub did."""
-    from streamlab.notebooks import NOT_DONE_PATTERN
-
     # A stub called inside a Spark job comes back wrapped in a PythonException whose text
     # holds the original message, so search the whole text, not only its start.
     for line in str(error).splitlines():
@@ -75,14 +97,14 @@ def verdict_for(error: BaseException | None, exercise: str) -> Verdict:
         return Verdict(PASSED, "")
     if isinstance(error, CellFailed):
         status = NOT_STARTED if error.problem.kind == "not-done" else FAILED
-        return Verdict(status, _shorten(str(error)))
+        return Verdict(status, _whole(str(error)))
     if isinstance(error, NotebookUnreadable):
-        return Verdict(FAILED, _shorten(str(error)))
+        return Verdict(FAILED, _whole(str(error)))
     if isinstance(error, SystemExit):
         where = describe_error(error, "<").partition(" (")[2].rstrip(")")
         return Verdict(
             FAILED,
-            _shorten(
+            _whole(
                 f"Your code called sys.exit({error.code!r})"
                 + (f" ({where})" if where else "")
                 + ": a function should return its result, not end the program."
@@ -106,7 +128,9 @@ def verdict_for(error: BaseException | None, exercise: str) -> Verdict:
             ),
         )
     if isinstance(error, CheckFailed):
-        return Verdict(FAILED, error.message.strip(), error.expected, error.actual, error.hint)
+        return Verdict(
+            FAILED, error.message.strip(), error.expected, error.actual, error.hint, error.diff
+        )
     if isinstance(error, CheckTimeout):
         return Verdict(
             FAILED,
@@ -118,8 +142,8 @@ def verdict_for(error: BaseException | None, exercise: str) -> Verdict:
     if isinstance(error, AssertionError):
         # Checks phrase their own message; pytest appends its introspection after it.
         text = str(error).split("\nassert ")[0].strip() or "A check's assertion failed."
-        return Verdict(FAILED, _shorten(text))
-    return Verdict(FAILED, _shorten(f"Your code raised {describe_error(error, '<')}"))
+        return Verdict(FAILED, _whole(text))
+    return Verdict(FAILED, _whole(f"Your code raised {describe_error(error, '<')}"))
 
 
 def combine(verdicts: list[Verdict]) -> Verdict:
@@ -131,7 +155,7 @@ def combine(verdicts: list[Verdict]) -> Verdict:
     if all(v.status == NOT_STARTED for v in verdicts):
         return verdicts[0]
     first = next(v for v in verdicts if v.status != PASSED)
-    return Verdict(FAILED, first.message, first.expected, first.actual, first.hint)
+    return dataclasses.replace(first, status=FAILED)
 
 
 def query_cause(error: BaseException) -> str:

@@ -17,8 +17,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from streamlab import registry
-from streamlab.grading.supervisor import interrupt
+from streamlab import processes, registry
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 #: How often the notebooks' modification times are read, in seconds.
@@ -33,14 +32,6 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     except OSError:  # being replaced by an atomic save, or deleted
         return None
     return stat.st_mtime_ns, stat.st_size
-
-
-class _Stop(Exception):
-    """Ctrl-C or SIGTERM."""
-
-
-def _stop(signum, frame) -> None:
-    raise _Stop
 
 
 class Watcher:
@@ -109,7 +100,8 @@ class Watcher:
 
     def stop_grader(self) -> None:
         if self.grader is not None and self.grader.poll() is None:
-            interrupt(self.grader)
+            # SIGINT: the grader stops the process that runs the checks, with its Spark.
+            processes.terminate(self.grader, first=signal.SIGINT)
 
     def run(self, grade_first: bool) -> None:
         if grade_first:
@@ -150,11 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"There is no notebook {missing[0]}.", file=sys.stderr)
         return 2
     watcher = Watcher(chosen, notebooks, Path(args.json), clear=sys.stdout.isatty())
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    processes.interrupt_on_sigterm()
     try:
         watcher.run(grade_first=bool(args.labs))
-    except _Stop:
+    except KeyboardInterrupt:
         watcher.stop_grader()
         print("\nStopped watching.", flush=True)
     return 0

@@ -15,19 +15,28 @@ As a subprocess (can be killed with SIGKILL to test durability)::
 from __future__ import annotations
 
 import asyncio
-import collections
+import atexit
 import os
-import queue
-import subprocess
+import socket
 import sys
 import threading
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import Any
+
+from streamlab import processes
+from streamlab.paths import in_use
 
 from .connection import IDLE_TIMEOUT, OPEN_TIMEOUT
-from .server import DEFAULT_EVENTHUBS, KEY_NAME, KEY_VALUE, HubConfig, HubServer, connection_string
+from .server import (
+    DEFAULT_EVENTHUBS,
+    KEY_NAME,
+    KEY_VALUE,
+    LOCK_FILE,
+    HubConfig,
+    HubServer,
+    connection_string,
+)
 from .storage import Policy
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the directory holding streamlab/
@@ -145,10 +154,8 @@ class Hub:
 class HubProcess:
     """A handle on an emulator running as a subprocess."""
 
-    def __init__(
-        self, popen: subprocess.Popen, connection_string: str, output: collections.deque
-    ) -> None:
-        self.popen, self.connection_string, self._output = popen, connection_string, output
+    def __init__(self, popen: processes.Child, connection_string: str) -> None:
+        self.popen, self.connection_string = popen, connection_string
 
     @property
     def pid(self) -> int:
@@ -163,7 +170,7 @@ class HubProcess:
 
     def output(self) -> str:
         """The last lines the emulator printed (stdout and stderr)."""
-        return "".join(self._output)
+        return self.popen.output()
 
     def kill(self) -> None:
         """SIGKILL: no chance to clean up (for durability tests)."""
@@ -180,12 +187,7 @@ class HubProcess:
 
     def stop(self, timeout: float = 15.0) -> int:
         """Terminate, wait, and kill if it does not exit in time."""
-        self.terminate()
-        try:
-            return self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            return self.popen.wait(timeout)
+        return processes.terminate(self.popen, grace=timeout)
 
     def __enter__(self) -> HubProcess:
         return self
@@ -203,7 +205,10 @@ def start_subprocess(
     extra_args: Sequence[str] = (),
     timeout: float = 30.0,
 ) -> HubProcess:
-    """Run ``python -m streamlab.hub`` and wait for its connection-string line."""
+    """Run ``python -m streamlab.hub`` and wait for its connection-string line.
+
+    ``data_dir`` None: a temporary directory, removed when the emulator stops.
+    """
     args = [sys.executable, "-m", "streamlab.hub", "--host", host, "--port", str(port)]
     for name, count in (eventhubs or DEFAULT_EVENTHUBS).items():
         args += ["--eventhub", f"{name}:{count}"]
@@ -215,46 +220,66 @@ def start_subprocess(
         p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p
     )
     env["PYTHONUNBUFFERED"] = "1"
-    popen = subprocess.Popen(
-        args,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    output: collections.deque = collections.deque(maxlen=200)
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=_pump_output, args=(popen.stdout, output, lines), daemon=True).start()
-    deadline = time.monotonic() + timeout
-    while True:
+    child = processes.Child(args, env=env)
+
+    def printed_connection_string() -> str | None:
+        return next((x.strip() for x in child.lines() if x.startswith("Endpoint=sb://")), None)
+
+    try:
+        line = processes.wait_until(
+            printed_connection_string,
+            timeout=timeout,
+            every=0.2,
+            watch=[child],
+            exited=lambda _: RuntimeError(
+                f"streamlab-hub exited with code {child.returncode}:\n" + child.output()
+            ),
+            expired=lambda: TimeoutError(
+                "streamlab-hub did not print its connection string:\n" + child.output()
+            ),
+            sleep=child.wait_for_output,
+        )
+    except TimeoutError:
+        child.kill()
+        child.wait()
+        raise
+    return HubProcess(child, line)
+
+
+def start_beside_others(
+    data_dir: Path, port: int, *, say: Callable[[str], object] = print, **options: Any
+) -> HubProcess:
+    """An emulator on ``data_dir`` and ``port``, or, where another emulator holds them (a
+    second ``nox -s lab``, a test beside a learner's), on a free port and a data directory
+    of its own: never a refusal.
+
+    A data directory of its own is temporary: the emulator removes it when it stops. ``say``
+    tells the user what was chosen instead; ``options`` go to :func:`start_subprocess`.
+    """
+    chosen: Path | None = data_dir
+    if in_use(data_dir / LOCK_FILE):
+        say(
+            f"Another Event Hubs emulator is using {data_dir}; this one keeps its events in a "
+            "temporary folder, deleted when it stops."
+        )
+        chosen = None
+    if port and not _port_free(options.get("host", "127.0.0.1"), port):
+        say(f"Port {port} is taken; the Event Hubs emulator takes another one.")
+        port = 0
+    try:
+        return start_subprocess(data_dir=chosen, port=port, **options)
+    except RuntimeError:  # another emulator took the folder or the port a moment ago
+        return start_subprocess(data_dir=None, port=0, **options)
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            line = lines.get(timeout=max(0.0, min(0.2, deadline - time.monotonic())))
-        except queue.Empty:
-            line = None
-        if line is not None and line.startswith("Endpoint=sb://"):
-            return HubProcess(popen, line.strip(), output)
-        if line is None and popen.poll() is not None and lines.empty():
-            raise RuntimeError(
-                f"streamlab-hub exited with code {popen.returncode}:\n" + "".join(output)
-            )
-        if time.monotonic() > deadline:
-            popen.kill()
-            popen.wait()
-            raise TimeoutError(
-                "streamlab-hub did not print its connection string:\n" + "".join(output)
-            )
-
-
-def _pump_output(stream: IO[str], output: collections.deque, lines: queue.Queue) -> None:
-    """Keep reading the child's output so it can never block on a full pipe."""
-    waiting = True
-    for line in stream:
-        output.append(line)
-        if waiting:  # after the connection string, only the recent-output buffer is kept
-            lines.put(line)
-            waiting = not line.startswith("Endpoint=sb://")
-    stream.close()
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 #: Set by ``nox -s lab`` for its notebooks: the connection string of the hub it started.
@@ -267,14 +292,14 @@ def course_connection_string() -> str:
 
     Notebooks call this instead of hard-coding a connection string, so the same cell works
     under ``nox -s lab``, under nbval, and (with the variable set to an Azure namespace's
-    connection string) against Azure Event Hubs.
+    connection string) against Azure Event Hubs. A hub started here keeps its events in a
+    temporary folder, removed when this process ends.
     """
     global _course_hub
     if os.environ.get(HUB_ENV):
         return os.environ[HUB_ENV]
     if _course_hub is None:
-        from streamlab.paths import BUILD_DIR
-
-        _course_hub = Hub(data_dir=BUILD_DIR / f"hub-{os.getpid()}", port=0)
+        _course_hub = Hub(port=0)
         _course_hub.start()
+        atexit.register(_course_hub.stop)
     return _course_hub.connection_string

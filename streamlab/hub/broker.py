@@ -16,14 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from .codec import DecodeError, Timestamp
+from .conditions import Condition
 from .message import stamp, unpack
 from .storage import PartitionLog, Policy, Record, StorageError
 
-NOT_FOUND = "amqp:not-found"
-ARGUMENT_ERROR = "com.microsoft:argument-error"
-DECODE_ERROR = "amqp:decode-error"
-INTERNAL_ERROR = "amqp:internal-error"
-LINK_STOLEN = "amqp:link:stolen"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,255}")
 _SELECTOR = re.compile(
     r"\s*amqp\.annotation\.(x-opt-offset|x-opt-sequence-number|x-opt-enqueued-time)"
@@ -34,7 +30,7 @@ _SELECTOR = re.compile(
 class BrokerError(Exception):
     """An error the client should see as an AMQP error (condition + description)."""
 
-    def __init__(self, condition: str, description: str) -> None:
+    def __init__(self, condition: Condition, description: str) -> None:
         super().__init__(description)
         self.condition, self.description = condition, description
 
@@ -60,7 +56,7 @@ def parse_address(address: str) -> tuple[str, str | None, str | None]:
         and parts[3].lower() == "partitions"
     ):
         return parts[0], parts[2], parts[4]
-    raise BrokerError(NOT_FOUND, f"The messaging entity '{address}' could not be found.")
+    raise BrokerError(Condition.NOT_FOUND, f"The messaging entity '{address}' could not be found.")
 
 
 @dataclass
@@ -134,7 +130,7 @@ class Broker:
             return self.hubs[name.lower()]
         except KeyError:
             raise BrokerError(
-                NOT_FOUND,
+                Condition.NOT_FOUND,
                 f"The messaging entity '{name}' could not be found. "
                 f"Known event hubs: {', '.join(h.name for h in self.hubs.values())}.",
             ) from None
@@ -145,7 +141,7 @@ class Broker:
             if part.id == str(partition_id).strip():
                 return part
         raise BrokerError(
-            NOT_FOUND,
+            Condition.NOT_FOUND,
             f"Partition '{partition_id}' of event hub '{hub.name}' "
             f"does not exist (partitions 0..{len(hub.partitions) - 1}).",
         )
@@ -160,7 +156,7 @@ class Broker:
         try:
             events, key = unpack(payload, message_format)
         except DecodeError as exc:
-            raise BrokerError(DECODE_ERROR, f"malformed event: {exc}") from None
+            raise BrokerError(Condition.DECODE_ERROR, f"malformed event: {exc}") from None
         if not events:
             return None
         if partition_id is not None:
@@ -175,7 +171,7 @@ class Broker:
         try:
             first, last = part.log.append(builders, int(time.time() * 1000))
         except StorageError as exc:
-            raise BrokerError(INTERNAL_ERROR, str(exc)) from None
+            raise BrokerError(Condition.INTERNAL_ERROR, str(exc)) from None
         if len(part.log.segments) != segments_before:  # a new segment: check size limits
             part.log.enforce_retention(int(time.time() * 1000))
         part.notify()
@@ -190,7 +186,9 @@ class Broker:
             return Cursor(log.begin_seq)
         match = _SELECTOR.fullmatch(selector)
         if not match:
-            raise BrokerError(ARGUMENT_ERROR, f"unsupported selector filter: {selector!r}")
+            raise BrokerError(
+                Condition.ARGUMENT_ERROR, f"unsupported selector filter: {selector!r}"
+            )
         name, op, text = match.groups()
         inclusive = op != ">"
         try:
@@ -206,7 +204,9 @@ class Broker:
                 )
             value = int(text)
         except ValueError:
-            raise BrokerError(ARGUMENT_ERROR, f"invalid value in selector {selector!r}") from None
+            raise BrokerError(
+                Condition.ARGUMENT_ERROR, f"invalid value in selector {selector!r}"
+            ) from None
         if name == "x-opt-sequence-number":
             return Cursor(max(value if inclusive else value + 1, log.begin_seq))
         return Cursor(
@@ -228,7 +228,9 @@ class Broker:
         top = max(epochs) if epochs else None
         where = f"partition {part.id} of '{part.hub}' in consumer group '{group}'"
         if top is not None and (epoch is None or epoch < top):
-            raise BrokerError(LINK_STOLEN, f"A receiver with epoch {top} already owns {where}.")
+            raise BrokerError(
+                Condition.LINK_STOLEN, f"A receiver with epoch {top} already owns {where}."
+            )
         if epoch is not None:
             for other, (other_epoch, stolen) in list(owners.items()):
                 if other_epoch is None or other_epoch < epoch:

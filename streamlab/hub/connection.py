@@ -1,4 +1,4 @@
-"""One client connection: protocol headers, SASL, open/close, sessions and link attach.
+"""One client connection: protocol headers, SASL, open/close, its sessions and their frames.
 
 Every connection runs in its own task. Errors a client causes (garbage bytes, bad
 frames, unknown entities) end that client's link or connection with an AMQP error;
@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from . import frames
@@ -25,14 +26,14 @@ from .attach import attach
 from .auth import Grant
 from .broker import Broker
 from .codec import DecodeError
+from .conditions import Condition
 from .frames import Performative, ProtocolError
-from .links import InboundLink, Link, OutboundLink, ReplyLink
+from .session import WINDOW, Session
 
 _LOG = logging.getLogger(__name__)
 MAX_FRAME_SIZE = 256 * 1024
 OPEN_TIMEOUT = 10.0  # seconds from accept to the client's open
 IDLE_TIMEOUT = 120.0  # seconds; what the service advertises in its open
-WINDOW = 5000  # session incoming window we advertise, refreshed when half used
 HIGH_WATER = 1024 * 1024  # bytes buffered for a client before we wait for it to read
 
 
@@ -45,103 +46,12 @@ class ConnectionSettings:
     idle_timeout: float = IDLE_TIMEOUT
 
 
-class Session:
-    """A session: channel mapping, transfer windows, and its links by handle."""
+class ConnectionState(Enum):
+    """Where a connection is: waiting for the client's open, open, or closed."""
 
-    def __init__(
-        self, connection: Connection, channel: int, remote_channel: int, begin: Performative
-    ) -> None:
-        self.connection, self.channel, self.remote_channel = connection, channel, remote_channel
-        self.next_outgoing_id = 0  # per transfer frame we send
-        self._next_delivery = 0
-        self.next_incoming_id = begin.get(1, 0)
-        self.incoming_left = WINDOW
-        self.remote_incoming_window = begin.get(2, 0)
-        self.links: dict[int, Link] = {}  # by the client's handle
-
-    def send(self, data: bytes) -> None:
-        self.connection.send(data)
-
-    def next_delivery_id(self) -> int:
-        self._next_delivery = (self._next_delivery + 1) & 0xFFFFFFFF
-        return self._next_delivery - 1
-
-    def send_transfer_frame(self, data: bytes) -> None:
-        self.next_outgoing_id = (self.next_outgoing_id + 1) & 0xFFFFFFFF
-        self.remote_incoming_window -= 1
-        self.send(data)
-
-    def send_flow(
-        self,
-        handle: int | None = None,
-        delivery_count: int | None = None,
-        link_credit: int | None = None,
-        drain: bool = False,
-    ) -> None:
-        self.incoming_left = WINDOW
-        self.send(
-            frames.flow_frame(
-                self.channel,
-                self.next_incoming_id,
-                WINDOW,
-                self.next_outgoing_id,
-                2**31 - 1,
-                handle,
-                delivery_count,
-                link_credit,
-                drain=drain,
-            )
-        )
-
-    def free_handle(self) -> int:
-        used = {link.handle for link in self.links.values()}
-        return next(h for h in range(len(used) + 1) if h not in used)
-
-    def reply_link(self, node: str) -> ReplyLink | None:
-        for link in self.links.values():
-            if isinstance(link, ReplyLink) and not link.closed and link.address == node:
-                return link
-        return None
-
-    # ---------------------------------------------------------------- incoming frames
-
-    def on_flow(self, perf: Performative) -> None:
-        # The client's view of our transfers: how many more frames it will take.
-        next_in = perf.get(0, 0)
-        self.remote_incoming_window = next_in + perf.get(1, 0) - self.next_outgoing_id
-        link = self.links.get(perf.get(4))
-        if link is not None:
-            link.on_flow(perf)
-        for other in self.links.values():
-            if isinstance(other, OutboundLink):
-                other.wake.set()
-        if perf.get(9, False):  # echo requested: answer with the link's state if any
-            if link is not None and not link.closed:
-                self.send_flow(link.handle, link.delivery_count, link.credit_state())
-            else:
-                self.send_flow()
-
-    def on_transfer(self, perf: Performative) -> None:
-        self.next_incoming_id = (self.next_incoming_id + 1) & 0xFFFFFFFF
-        self.incoming_left -= 1
-        link = self.links.get(perf.get(0))
-        if isinstance(link, InboundLink):
-            link.on_transfer(perf)
-        if self.incoming_left <= WINDOW // 2:
-            self.send_flow()
-
-    def on_detach(self, perf: Performative) -> None:
-        link = self.links.pop(perf.get(0), None)
-        if link is None:
-            return
-        if not link.closed:  # the client detached first: confirm
-            self.send(frames.detach_frame(self.channel, link.handle, perf.get(1, False)))
-            link.close()
-
-    def end(self) -> None:
-        for link in self.links.values():
-            link.close()
-        self.links.clear()
+    START = "start"  # headers and SASL exchanged or under way; no open yet
+    OPENED = "opened"
+    CLOSED = "closed"
 
 
 class Connection:
@@ -160,10 +70,23 @@ class Connection:
         self.grants: list[Grant] = []  # what the tokens put on $cbs allow
         self.sessions: dict[int, Session] = {}  # by the client's channel
         self.remote_max_frame_size = 512
-        self.opened = self.closed = False
+        self.state = ConnectionState.START
         self._out = bytearray()
         self._flush_scheduled = False
         self._last_read = time.monotonic()
+
+    @property
+    def opened(self) -> bool:
+        return self.state is ConnectionState.OPENED
+
+    @property
+    def closed(self) -> bool:
+        return self.state is ConnectionState.CLOSED
+
+    def _set_state(self, state: ConnectionState) -> None:
+        if state is not self.state:
+            _LOG.debug("connection %s -> %s", self.state.value, state.value)
+            self.state = state
 
     def authorized(self, entity_path: str) -> bool:
         """True when a token put on this connection covers ``entity_path``, now."""
@@ -209,13 +132,13 @@ class Connection:
         except ProtocolError as exc:
             self._close_with(exc.condition, exc.description)
         except DecodeError as exc:
-            self._close_with("amqp:decode-error", str(exc))
+            self._close_with(Condition.DECODE_ERROR, str(exc))
         except asyncio.CancelledError:
-            self._close_with("amqp:connection:forced", "The emulator is shutting down.")
+            self._close_with(Condition.CONNECTION_FORCED, "The emulator is shutting down.")
             raise
         except Exception as exc:
             _LOG.exception("connection failed")
-            self._close_with("amqp:internal-error", f"emulator error: {exc}")
+            self._close_with(Condition.INTERNAL_ERROR, f"emulator error: {exc}")
         finally:
             if watchdog is not None:
                 watchdog.cancel()
@@ -235,7 +158,7 @@ class Connection:
             if silent >= limit:
                 _LOG.info("closing a connection silent for %.1f s", silent)
                 self._close_with(
-                    "amqp:resource-limit-exceeded",
+                    Condition.RESOURCE_LIMIT_EXCEEDED,
                     f"Connection idle for more than {limit:g} seconds: nothing "
                     "was received, not even an empty frame.",
                 )
@@ -243,14 +166,14 @@ class Connection:
                 return
             await asyncio.sleep(limit - silent)
 
-    def _close_with(self, condition: str, description: str) -> None:
-        if self.opened and not self.closed:
+    def _close_with(self, condition: Condition, description: str) -> None:
+        if self.opened:
             self.send(frames.close_frame(frames.error(condition, description)))
             self._flush()
-        self.closed = True
+        self._set_state(ConnectionState.CLOSED)
 
     def _teardown(self) -> None:
-        self.closed = True
+        self._set_state(ConnectionState.CLOSED)
         for session in self.sessions.values():
             session.end()
         self.sessions.clear()
@@ -282,7 +205,7 @@ class Connection:
         head = await self.reader.readexactly(frames.FRAME_HEADER.size)
         size, doff, frame_type, channel = frames.FRAME_HEADER.unpack(head)
         if size < 8 or doff < 2 or doff * 4 > size or size > MAX_FRAME_SIZE:
-            raise ProtocolError("amqp:connection:framing-error", f"bad frame header {head!r}")
+            raise ProtocolError(Condition.FRAMING_ERROR, f"bad frame header {head!r}")
         body = await self.reader.readexactly(size - 8) if size > 8 else b""
         self._last_read = time.monotonic()
         return frame_type, channel, body[doff * 4 - 8 :]
@@ -292,22 +215,24 @@ class Connection:
         if not body:
             return  # an empty frame: a heartbeat
         if frame_type != frames.AMQP_FRAME:
-            raise ProtocolError("amqp:connection:framing-error", "unexpected frame type")
+            raise ProtocolError(Condition.FRAMING_ERROR, "unexpected frame type")
         perf = frames.parse_body(body)
         if not self.opened and perf.code != frames.OPEN:
-            raise ProtocolError("amqp:not-allowed", "the first frame must be open")
+            raise ProtocolError(Condition.NOT_ALLOWED, "the first frame must be open")
         handler = _HANDLERS.get(perf.code)
         if handler is None:
-            raise ProtocolError("amqp:not-implemented", f"performative 0x{perf.code:x}")
+            raise ProtocolError(Condition.NOT_IMPLEMENTED, f"performative 0x{perf.code:x}")
         handler(self, channel, perf)
 
     # ---------------------------------------------------------------- performatives
 
     def _on_open(self, channel: int, perf: Performative) -> None:
         if self.opened:
-            raise ProtocolError("amqp:illegal-state", "open received twice")
-        self.opened = True
-        self.remote_max_frame_size = max(512, min(perf.get(2, 2**32 - 1), 2**32 - 1))
+            raise ProtocolError(Condition.ILLEGAL_STATE, "open received twice")
+        self._set_state(ConnectionState.OPENED)
+        self.remote_max_frame_size = max(
+            512, min(perf.field("max_frame_size", 2**32 - 1), 2**32 - 1)
+        )
         self.send(
             frames.open_frame(
                 "streamlab-hub", MAX_FRAME_SIZE, 4095, int(self.settings.idle_timeout * 1000)
@@ -317,11 +242,11 @@ class Connection:
     def _on_close(self, channel: int, perf: Performative) -> None:
         self.send(frames.close_frame())
         self._flush()
-        self.closed = True
+        self._set_state(ConnectionState.CLOSED)
 
     def _on_begin(self, channel: int, perf: Performative) -> None:
         if channel in self.sessions:
-            raise ProtocolError("amqp:illegal-state", f"channel {channel} already has a session")
+            raise ProtocolError(Condition.ILLEGAL_STATE, f"channel {channel} already has a session")
         used = {s.channel for s in self.sessions.values()}
         local = next(c for c in range(len(used) + 1) if c not in used)
         session = Session(self, local, channel, perf)
@@ -339,7 +264,7 @@ class Connection:
             return self.sessions[channel]
         except KeyError:
             raise ProtocolError(
-                "amqp:connection:framing-error", f"no session on channel {channel}"
+                Condition.FRAMING_ERROR, f"no session on channel {channel}"
             ) from None
 
     def _on_flow(self, channel: int, perf: Performative) -> None:

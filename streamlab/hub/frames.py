@@ -25,6 +25,7 @@ from .codec import (
     skip,
     split_list,
 )
+from .conditions import Condition
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -55,10 +56,117 @@ _SYMBOLIC = {
 }
 
 
+#: The fields a source and a target both begin with.
+_TERMINUS = ("address", "durable", "expiry_policy", "timeout", "dynamic", "dynamic_node_properties")
+#: The fields of each performative and terminus, in the order AMQP 1.0 lists them (spec
+#: sections 2.7, 3.5.3-3.5.4 and 5.3.3). Fields travel by position; code names them.
+FIELDS: dict[int, tuple[str, ...]] = {
+    OPEN: (
+        "container_id",
+        "hostname",
+        "max_frame_size",
+        "channel_max",
+        "idle_time_out",
+        "outgoing_locales",
+        "incoming_locales",
+        "offered_capabilities",
+        "desired_capabilities",
+        "properties",
+    ),
+    BEGIN: (
+        "remote_channel",
+        "next_outgoing_id",
+        "incoming_window",
+        "outgoing_window",
+        "handle_max",
+        "offered_capabilities",
+        "desired_capabilities",
+        "properties",
+    ),
+    ATTACH: (
+        "name",
+        "handle",
+        "role",
+        "snd_settle_mode",
+        "rcv_settle_mode",
+        "source",
+        "target",
+        "unsettled",
+        "incomplete_unsettled",
+        "initial_delivery_count",
+        "max_message_size",
+        "offered_capabilities",
+        "desired_capabilities",
+        "properties",
+    ),
+    FLOW: (
+        "next_incoming_id",
+        "incoming_window",
+        "next_outgoing_id",
+        "outgoing_window",
+        "handle",
+        "delivery_count",
+        "link_credit",
+        "available",
+        "drain",
+        "echo",
+        "properties",
+    ),
+    TRANSFER: (
+        "handle",
+        "delivery_id",
+        "delivery_tag",
+        "message_format",
+        "settled",
+        "more",
+        "rcv_settle_mode",
+        "state",
+        "resume",
+        "aborted",
+        "batchable",
+    ),
+    DISPOSITION: ("role", "first", "last", "settled", "state", "batchable"),
+    DETACH: ("handle", "closed", "error"),
+    END: ("error",),
+    CLOSE: ("error",),
+    SASL_MECHANISMS: ("sasl_server_mechanisms",),
+    SASL_INIT: ("mechanism", "initial_response", "hostname"),
+    SASL_OUTCOME: ("code", "additional_data"),
+    SOURCE: (
+        *_TERMINUS,
+        "distribution_mode",
+        "filter",
+        "default_outcome",
+        "outcomes",
+        "capabilities",
+    ),
+    TARGET: (*_TERMINUS, "capabilities"),
+    ERROR: ("condition", "description", "info"),
+}
+_POSITION = {code: {name: i for i, name in enumerate(names)} for code, names in FIELDS.items()}
+
+
+def field_of(code: int, values: list, name: str, default: Any = None) -> Any:
+    """Field ``name`` of a ``code`` value's fields, or ``default`` when absent or null."""
+    index = _POSITION[code][name]
+    if index < len(values) and values[index] is not None:
+        return values[index]
+    return default
+
+
+def fields(code: int, /, **values: Any) -> list:
+    """The full field list of ``code``, by name: fields not given are null."""
+    position = _POSITION[code]
+    unknown = set(values) - set(position)
+    if unknown:
+        raise ValueError(f"no field {', '.join(sorted(unknown))} in 0x{code:x}")
+    return [values.get(name) for name in FIELDS[code]]
+
+
 class ProtocolError(Exception):
     """The client broke the protocol; the connection is closed with this condition."""
 
-    def __init__(self, condition: str, description: str) -> None:
+    def __init__(self, condition: Condition, description: str) -> None:
         super().__init__(description)
         self.condition, self.description = condition, description
 
@@ -71,8 +179,17 @@ class Performative(NamedTuple):
     raw: list[bytes]
     payload: bytes
 
+    def field(self, name: str, default: Any = None) -> Any:
+        """Field ``name`` or ``default`` when absent or null (trailing fields may be omitted)."""
+        return field_of(self.code, self.fields, name, default)
+
+    def raw_field(self, name: str) -> bytes | None:
+        """Field ``name`` as the client encoded it, or None when absent."""
+        index = _POSITION[self.code][name]
+        return self.raw[index] if index < len(self.raw) else None
+
     def get(self, index: int, default: Any = None) -> Any:
-        """Field ``index`` or ``default`` when absent or null (trailing fields may be omitted)."""
+        """Field number ``index`` or ``default`` when absent or null."""
         if index < len(self.fields) and self.fields[index] is not None:
             return self.fields[index]
         return default
@@ -97,23 +214,30 @@ def parse_body(body: bytes) -> Performative:
         raise DecodeError(f"unknown performative descriptor {descriptor!r}")
     raw = split_list(body, pos)
     # A second pass with skip() would be cheaper, but fields are small and few.
-    fields = [decode(item, 0)[0] for item in raw]
+    values = [decode(item, 0)[0] for item in raw]
     end = skip(body, pos)  # whatever follows the field list is the payload (transfers)
-    return Performative(code, fields, raw, bytes(body[end:]))
+    return Performative(code, values, raw, bytes(body[end:]))
 
 
 def frame(
-    channel: int, code: int, fields: list, payload: bytes = b"", frame_type: int = AMQP_FRAME
+    channel: int, code: int, values: list, payload: bytes = b"", frame_type: int = AMQP_FRAME
 ) -> bytes:
-    """Encode one frame carrying performative ``code`` with ``fields``."""
-    body = encode(Described(ULong(code), list(fields)))
+    """Encode one frame carrying performative ``code`` with the field list ``values``."""
+    body = encode(Described(ULong(code), list(values)))
     size = FRAME_HEADER.size + len(body) + len(payload)
     return FRAME_HEADER.pack(size, 2, frame_type, channel) + body + payload
 
 
-def error(condition: str, description: str | None = None) -> Described:
+def performative(channel: int, code: int, frame_type: int = AMQP_FRAME, /, **values: Any) -> bytes:
+    """A frame carrying performative ``code``, its fields given by name (the rest null)."""
+    return frame(channel, code, fields(code, **values), frame_type=frame_type)
+
+
+def error(condition: Condition, description: str | None = None) -> Described:
     """An AMQP error value (condition symbol, description, info)."""
-    return Described(ULong(ERROR), [Symbol(condition), description, None])
+    return Described(
+        ULong(ERROR), fields(ERROR, condition=Symbol(condition), description=description)
+    )
 
 
 def accepted() -> Described:
@@ -121,7 +245,7 @@ def accepted() -> Described:
     return Described(ULong(ACCEPTED), [])
 
 
-def rejected(condition: str, description: str) -> Described:
+def rejected(condition: Condition, description: str) -> Described:
     """The Rejected outcome with an error."""
     return Described(ULong(REJECTED), [error(condition, description)])
 
@@ -132,21 +256,13 @@ def rejected(condition: str, description: str) -> Described:
 def open_frame(
     container_id: str, max_frame_size: int, channel_max: int, idle_timeout_ms: int | None = None
 ) -> bytes:
-    return frame(
+    return performative(
         0,
         OPEN,
-        [
-            container_id,
-            None,
-            UInt(max_frame_size),
-            UShort(channel_max),
-            None if idle_timeout_ms is None else UInt(idle_timeout_ms),
-            None,
-            None,
-            None,
-            None,
-            None,
-        ],
+        container_id=container_id,
+        max_frame_size=UInt(max_frame_size),
+        channel_max=UShort(channel_max),
+        idle_time_out=None if idle_timeout_ms is None else UInt(idle_timeout_ms),
     )
 
 
@@ -158,19 +274,14 @@ def begin_frame(
     outgoing_window: int,
     handle_max: int,
 ) -> bytes:
-    return frame(
+    return performative(
         channel,
         BEGIN,
-        [
-            UShort(remote_channel),
-            UInt(next_outgoing_id),
-            UInt(incoming_window),
-            UInt(outgoing_window),
-            UInt(handle_max),
-            None,
-            None,
-            None,
-        ],
+        remote_channel=UShort(remote_channel),
+        next_outgoing_id=UInt(next_outgoing_id),
+        incoming_window=UInt(incoming_window),
+        outgoing_window=UInt(outgoing_window),
+        handle_max=UInt(handle_max),
     )
 
 
@@ -187,25 +298,22 @@ def attach_frame(
     snd_settle_mode: int = 2,
     rcv_settle_mode: int = 0,
 ) -> bytes:
-    return frame(
+    return performative(
         channel,
         ATTACH,
-        [
-            name,
-            UInt(handle),
-            role,
-            UByte(snd_settle_mode),
-            UByte(rcv_settle_mode),
-            source,
-            target,
-            None,
-            False,
-            None if initial_delivery_count is None else UInt(initial_delivery_count),
-            None if max_message_size is None else ULong(max_message_size),
-            SymbolArray(Symbol(s) for s in offered) if offered else None,
-            None,
-            None,
-        ],
+        name=name,
+        handle=UInt(handle),
+        role=role,
+        snd_settle_mode=UByte(snd_settle_mode),
+        rcv_settle_mode=UByte(rcv_settle_mode),
+        source=source,
+        target=target,
+        incomplete_unsettled=False,
+        initial_delivery_count=None
+        if initial_delivery_count is None
+        else UInt(initial_delivery_count),
+        max_message_size=None if max_message_size is None else ULong(max_message_size),
+        offered_capabilities=SymbolArray(Symbol(s) for s in offered) if offered else None,
     )
 
 
@@ -225,22 +333,19 @@ def flow_frame(
     def u(v: int | None) -> UInt | None:
         return None if v is None else UInt(v & 0xFFFFFFFF)
 
-    return frame(
+    return performative(
         channel,
         FLOW,
-        [
-            u(next_incoming_id),
-            u(incoming_window),
-            u(next_outgoing_id),
-            u(outgoing_window),
-            u(handle),
-            u(delivery_count),
-            u(link_credit),
-            u(available),
-            drain,
-            echo,
-            None,
-        ],
+        next_incoming_id=u(next_incoming_id),
+        incoming_window=u(incoming_window),
+        next_outgoing_id=u(next_outgoing_id),
+        outgoing_window=u(outgoing_window),
+        handle=u(handle),
+        delivery_count=u(delivery_count),
+        link_credit=u(link_credit),
+        available=u(available),
+        drain=drain,
+        echo=echo,
     )
 
 
@@ -276,28 +381,36 @@ def disposition_frame(
     role: bool = ROLE_RECEIVER,
     settled: bool = True,
 ) -> bytes:
-    return frame(channel, DISPOSITION, [role, UInt(first), UInt(last), settled, state, False])
+    return performative(
+        channel,
+        DISPOSITION,
+        role=role,
+        first=UInt(first),
+        last=UInt(last),
+        settled=settled,
+        state=state,
+        batchable=False,
+    )
 
 
 def detach_frame(
     channel: int, handle: int, closed: bool = True, err: Described | None = None
 ) -> bytes:
-    return frame(channel, DETACH, [UInt(handle), closed, err])
+    return performative(channel, DETACH, handle=UInt(handle), closed=closed, error=err)
 
 
 def end_frame(channel: int, err: Described | None = None) -> bytes:
-    return frame(channel, END, [err])
+    return performative(channel, END, error=err)
 
 
 def close_frame(err: Described | None = None) -> bytes:
-    return frame(0, CLOSE, [err])
+    return performative(0, CLOSE, error=err)
 
 
 def sasl_mechanisms_frame(mechanisms: list[str]) -> bytes:
-    return frame(
-        0, SASL_MECHANISMS, [SymbolArray(Symbol(m) for m in mechanisms)], frame_type=SASL_FRAME
-    )
+    mechanisms_array = SymbolArray(Symbol(m) for m in mechanisms)
+    return performative(0, SASL_MECHANISMS, SASL_FRAME, sasl_server_mechanisms=mechanisms_array)
 
 
 def sasl_outcome_frame(code: int) -> bytes:
-    return frame(0, SASL_OUTCOME, [UByte(code), None], frame_type=SASL_FRAME)
+    return performative(0, SASL_OUTCOME, SASL_FRAME, code=UByte(code))

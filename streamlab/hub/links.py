@@ -15,14 +15,12 @@ import logging
 import struct
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from . import frames, message
 from .broker import BrokerError, Cursor, Partition
 from .codec import Described, Raw
-
-if TYPE_CHECKING:
-    from .connection import Session
+from .conditions import Condition
 
 _LOG = logging.getLogger(__name__)
 CREDIT = 1000  # link credit granted to senders, topped up when half is used
@@ -31,11 +29,35 @@ RUNTIME_METRIC = "com.microsoft:enable-receiver-runtime-metric"
 REQUEST_NODES = ("$cbs", "$management")
 
 
+class LinkSession(Protocol):
+    """What a link needs from the session it is attached on."""
+
+    channel: int
+    remote_incoming_window: int  # transfer frames the client will still take
+    max_frame_size: int  # the largest frame the client takes (from its open)
+
+    def send(self, data: bytes) -> None: ...
+
+    def send_flow(
+        self,
+        handle: int | None = None,
+        delivery_count: int | None = None,
+        link_credit: int | None = None,
+        drain: bool = False,
+    ) -> None: ...
+
+    def send_transfer_frame(self, data: bytes) -> None: ...
+
+    def next_delivery_id(self) -> int: ...
+
+    async def backpressure(self) -> None: ...
+
+
 class Link:
     """State shared by both directions."""
 
     def __init__(
-        self, session: Session, name: str, handle: int, remote_handle: int, address: str
+        self, session: LinkSession, name: str, handle: int, remote_handle: int, address: str
     ) -> None:
         self.session, self.name, self.handle = session, name, handle
         self.remote_handle, self.address = remote_handle, address
@@ -43,7 +65,7 @@ class Link:
         self.delivery_count = 0
         self.cleanup: list[Callable[[], None]] = []  # run once when the link closes
 
-    def detach(self, condition: str | None = None, description: str = "") -> None:
+    def detach(self, condition: Condition | None = None, description: str = "") -> None:
         """Detach from our side (with an error when ``condition`` is given)."""
         if self.closed:
             return
@@ -72,7 +94,7 @@ class InboundLink(Link):
 
     def __init__(
         self,
-        session: Session,
+        session: LinkSession,
         name: str,
         handle: int,
         remote_handle: int,
@@ -106,29 +128,29 @@ class InboundLink(Link):
             self._parts.append(perf.payload)
         else:
             self._parts = []  # an oversized delivery is read to its end, not kept
-        if perf.get(9, False):  # aborted: forget the partial delivery
+        if perf.field("aborted", False):  # forget the partial delivery
             self._reset()
             return
-        if perf.get(5, False):  # more frames of this delivery follow
+        if perf.field("more", False):  # more frames of this delivery follow
             return
         first, size = self._first, self._size
         payload = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
         self._reset()
         self.delivery_count += 1
         self.credit_left -= 1
-        delivery_id = first.get(1)
+        delivery_id = first.field("delivery_id")
         if size > MAX_MESSAGE_SIZE:  # refused as the service refuses it: rejected, link kept
             state = frames.rejected(
-                "amqp:link:message-size-exceeded",
+                Condition.MESSAGE_SIZE_EXCEEDED,
                 f"The received message (delivery-id:{delivery_id}, size:{size} bytes) exceeds "
                 f"the limit ({MAX_MESSAGE_SIZE} bytes) currently allowed on the link.",
             )
         else:
             try:
-                state = self.on_message(self, payload, first.get(3, 0))
+                state = self.on_message(self, payload, first.field("message_format", 0))
             except BrokerError as exc:
                 state = frames.rejected(exc.condition, exc.description)
-        if not first.get(4, False) and delivery_id is not None:  # unsettled: acknowledge
+        if not first.field("settled", False) and delivery_id is not None:  # acknowledge
             self.session.send(
                 frames.disposition_frame(self.session.channel, delivery_id, delivery_id, state)
             )
@@ -143,7 +165,7 @@ class OutboundLink(Link):
     """The client receives from us, credit permitting."""
 
     def __init__(
-        self, session: Session, name: str, handle: int, remote_handle: int, address: str
+        self, session: LinkSession, name: str, handle: int, remote_handle: int, address: str
     ) -> None:
         super().__init__(session, name, handle, remote_handle, address)
         self.credit = 0
@@ -160,9 +182,9 @@ class OutboundLink(Link):
 
     def on_flow(self, perf: frames.Performative) -> None:
         # Credit is relative to the delivery count the receiver last knew of.
-        their_count = perf.get(5, 0)
-        self.credit = max(0, their_count + perf.get(6, 0) - self.delivery_count)
-        self.drain = bool(perf.get(8, False))
+        their_count = perf.field("delivery_count", 0)
+        self.credit = max(0, their_count + perf.field("link_credit", 0) - self.delivery_count)
+        self.drain = bool(perf.field("drain", False))
         self.wake.set()
 
     def close(self) -> None:
@@ -177,7 +199,7 @@ class OutboundLink(Link):
                 self.wake.clear()
                 progressed = self._send_pending() and self._deliver()
                 if progressed:
-                    await self.session.connection.backpressure()
+                    await self.session.backpressure()
                     await asyncio.sleep(0)  # let other clients' work run between chunks
                     continue
                 if self.drain and self.credit > 0 and not self._frames:
@@ -190,7 +212,7 @@ class OutboundLink(Link):
             pass  # link closed, or the client went away while we waited for it to read
         except Exception:
             _LOG.exception("delivery to link %s failed", self.name)
-            self.detach("amqp:internal-error", "the emulator failed to deliver")
+            self.detach(Condition.INTERNAL_ERROR, "the emulator failed to deliver")
 
     def _send_pending(self) -> bool:
         """Send queued frames of a split delivery; True when none are left."""
@@ -207,7 +229,7 @@ class OutboundLink(Link):
         session = self.session
         tag = struct.pack(">I", self.delivery_count & 0xFFFFFFFF)
         delivery_id = session.next_delivery_id()
-        limit = max(512, session.connection.remote_max_frame_size - 128)
+        limit = max(512, session.max_frame_size - 128)
         chunks = [payload[i : i + limit] for i in range(0, len(payload), limit)] or [b""]
         for index, chunk in enumerate(chunks):
             self._frames.append(
@@ -231,7 +253,7 @@ class ConsumerLink(OutboundLink):
 
     def __init__(
         self,
-        session: Session,
+        session: LinkSession,
         name: str,
         handle: int,
         remote_handle: int,
@@ -276,7 +298,7 @@ class ReplyLink(OutboundLink):
     """Carries responses from a request node ($cbs, $management) back to the client."""
 
     def __init__(
-        self, session: Session, name: str, handle: int, remote_handle: int, address: str
+        self, session: LinkSession, name: str, handle: int, remote_handle: int, address: str
     ) -> None:
         super().__init__(session, name, handle, remote_handle, address)
         self.replies: deque[bytes] = deque()

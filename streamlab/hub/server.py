@@ -13,6 +13,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streamlab.paths import lock_file
+
 from .broker import Broker
 from .connection import IDLE_TIMEOUT, OPEN_TIMEOUT, Connection, ConnectionSettings
 from .storage import Policy
@@ -23,6 +25,8 @@ KEY_NAME = "RootManageSharedAccessKey"
 KEY_VALUE = "SAS_KEY_VALUE"  # the key of Microsoft's emulator: public, fine on loopback
 KEEPALIVE_SECONDS = 60  # TCP keepalive: find peers that vanished without a FIN
 RETENTION_CHECK_SECONDS = 60.0
+#: The file in a data directory that the emulator using it holds locked.
+LOCK_FILE = ".lock"
 
 
 def connection_string(
@@ -111,24 +115,10 @@ class HubServer:
         return self.connection_string
 
     def _lock(self, data_dir: Path) -> None:
-        """One emulator per data directory: two writers would corrupt the logs.
-
-        The operating system drops the lock when the process dies, even by kill -9.
-        """
-        self._lock_fd = os.open(data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                import fcntl
-
-                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except ImportError:
-                import msvcrt
-
-                msvcrt.locking(self._lock_fd, msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
-        except OSError:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-            raise RuntimeError(f"another emulator is using {data_dir}") from None
+        """One emulator per data directory: two writers would corrupt the logs."""
+        self._lock_fd = lock_file(data_dir / LOCK_FILE)
+        if self._lock_fd is None:
+            raise RuntimeError(f"another emulator is using {data_dir}")
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

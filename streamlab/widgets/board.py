@@ -16,6 +16,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from streamlab import processes
 from streamlab.widgets._throttle import Throttle
 
 #: Badge colour per status; ``None`` is a machine the board has no transition for yet.
@@ -191,19 +192,28 @@ class StatusBoard:
         """
         began = time.monotonic()
         note_at = began + note_every
-        while not done(self.statuses):
+
+        def ready() -> bool:
+            nonlocal note_at
+            if done(self.statuses):
+                return True
             if query is not None and not query.isActive:
                 raise RuntimeError(f"the query feeding the board stopped: {query.exception()}")
-            waited = time.monotonic() - began
-            if waited > timeout:
-                raise TimeoutError(
-                    f"waited {timeout:.0f} s for {what}; the board shows "
-                    f"{self.describe()}. {hint}".rstrip()
-                )
             if time.monotonic() >= note_at:
+                waited = time.monotonic() - began
                 print(f"   ... {waited:.0f} s, waiting for {what}: {self.describe()}", flush=True)
                 note_at += note_every
-            time.sleep(0.1)
+            return False
+
+        processes.wait_until(
+            ready,
+            timeout=timeout,
+            every=0.1,
+            expired=lambda: TimeoutError(
+                f"waited {timeout:.0f} s for {what}; the board shows "
+                f"{self.describe()}. {hint}".rstrip()
+            ),
+        )
         print(f"{what} after {time.monotonic() - began:.1f} s", flush=True)
 
     def describe(self) -> str:

@@ -1,0 +1,95 @@
+"""Run a micro-batch on a ``TwsTester`` the way Spark runs one: every key's rows, then the due timers.
+
+In a Spark micro-batch a ``transformWithState`` operator first calls ``handleInputRows`` for
+every key that has rows, then ``handleExpiredTimer`` for every timer due at the batch's
+processing time. ``TwsTester`` has no public way to do that within one processing time:
+``setProcessingTime(ms)`` fires the due timers at once, so rows passed to ``test()`` after it
+come *after* the timers. A heartbeat that arrives in the batch where its machine's deadline
+has passed is then handled after the timeout fired (Unhealthy, then Healthy again), which
+Spark never does: there the heartbeat comes first.
+
+:func:`spark_batch` keeps Spark's order. It needs two private members of ``TwsTester``
+(``_currentProcessingTimeMs`` and ``_handleExpiredTimers``); :func:`pending_timers` and
+:func:`register_timer` reach into the tester's in-memory handle (``handle._timers``,
+``handle.setGroupingKey``). Every use goes through :func:`_require`, which raises
+:class:`TwsTesterChanged` with a sentence when a PySpark release no longer has them.
+
+    tester = TwsTester(processor, timeMode="ProcessingTime")
+    spark_batch(tester, 1_000, {"m1": [Row(machine_name="m1")]})   # rows of m1, then due timers
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: The PySpark releases whose ``TwsTester`` this module was checked against.
+CHECKED_ON = ("4.2", "4.3")
+
+_MISSING = object()
+
+
+class TwsTesterChanged(RuntimeError):
+    """The installed PySpark's ``TwsTester`` lacks a private member this module relies on."""
+
+
+def _require(tester, *members: str) -> None:
+    """Raise :class:`TwsTesterChanged` unless ``tester`` has every dotted ``member``."""
+    import pyspark
+
+    for member in members:
+        owner = tester
+        for part in member.split("."):
+            owner = getattr(owner, part, _MISSING)
+            if owner is _MISSING:
+                raise TwsTesterChanged(
+                    f"streamlab.tws_batches needs TwsTester.{member}, a private member of "
+                    f"PySpark's TwsTester that it was checked against on PySpark "
+                    f"{' and '.join(CHECKED_ON)}; PySpark {pyspark.__version__} does not have "
+                    f"it. Read pyspark/sql/streaming/tws_tester.py of this release and adapt "
+                    f"streamlab/tws_batches.py to it."
+                )
+
+
+def spark_batch(tester, now_ms: int, rows_by_key: Mapping[Any, list]) -> list:
+    """One micro-batch at processing time ``now_ms``, in Spark's order.
+
+    ``handleInputRows`` runs for each key of ``rows_by_key`` (in the mapping's order, with its
+    rows), then ``handleExpiredTimer`` for every timer due at ``now_ms``. Returns what the
+    handlers emitted, rows first. ``now_ms`` must not go back in time.
+    """
+    from_rows, from_timers = spark_batch_by_handler(tester, now_ms, rows_by_key)
+    return from_rows + from_timers
+
+
+def spark_batch_by_handler(tester, now_ms: int, rows_by_key: Mapping[Any, list]) -> tuple:
+    """The micro-batch of :func:`spark_batch`, with what each handler emitted kept apart:
+    ``(emitted by handleInputRows, emitted by handleExpiredTimer)``."""
+    _require(tester, "_currentProcessingTimeMs", "_handleExpiredTimers")
+    if now_ms < tester._currentProcessingTimeMs:
+        raise ValueError(
+            f"a micro-batch at {now_ms} ms after one at {tester._currentProcessingTimeMs} ms: "
+            f"processing time only moves forward"
+        )
+    tester._currentProcessingTimeMs = now_ms
+    from_rows = []
+    for key, rows in rows_by_key.items():
+        from_rows += tester.test(key, list(rows))
+    return from_rows, list(tester._handleExpiredTimers())
+
+
+def pending_timers(tester, key) -> list[int]:
+    """The expiry times (ms) of the timers ``key`` has registered and not yet seen fire."""
+    _require(tester, "handle._timers.listTimers")
+    return sorted(tester.handle._timers.listTimers(key))
+
+
+def register_timer(tester, key, expiry_ms: int) -> None:
+    """Register a timer for ``key`` from outside the processor, as one of its handlers would.
+
+    With ``tester.updateValueState`` it sets up a story that starts in the middle of a key's
+    life: its state and its pending timer as an earlier batch left them.
+    """
+    _require(tester, "handle.setGroupingKey", "handle.registerTimer")
+    tester.handle.setGroupingKey(key)
+    tester.handle.registerTimer(expiry_ms)
