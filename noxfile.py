@@ -180,6 +180,7 @@ BENCHMARKS = [
     "batch_breakdown",
     "batch_floor",
     "cluster_ingest",
+    "mapstate",
 ]
 
 
