@@ -17,11 +17,15 @@ from streamlab.grading import cell_history, magic
 from streamlab.paths import REPO_ROOT
 
 LAB = "00-orientation"
-WRONG_0_3 = "def summarise_progress(progress):\n    return 'wrong'\n"
-SOLVED_0_3 = """\
-def summarise_progress(progress: dict) -> str:
-    took = progress["durationMs"]["triggerExecution"]
-    return f"batch {progress['batchId']}: {progress['numInputRows']} rows in {took} ms"
+WRONG_0_1 = "def effective_settings(conf, checkpoint_dir):\n    return {}\n"
+SOLVED_0_1 = """\
+def effective_settings(conf: dict[str, str], checkpoint_dir: str) -> dict[str, str]:
+    offsets = Path(checkpoint_dir) / "offsets"
+    batches = [int(p.name) for p in offsets.glob("*") if p.name.isdigit()]
+    if not batches:
+        return dict(conf)
+    metadata = json.loads((offsets / str(max(batches))).read_text().splitlines()[1])
+    return {**conf, **metadata["conf"]}
 """
 
 
@@ -47,12 +51,12 @@ def _cell_id(notebook, exercise: str) -> str:
 
 
 def _graded_by_the_grader(tmp_path, source: str) -> dict:
-    """Exercise 0.3's entry in the grade of ``python -m streamlab.grading`` on a saved copy."""
+    """Exercise 0.1's entry in the grade of ``python -m streamlab.grading`` on a saved copy."""
     labs = tmp_path / "saved"
     shutil.copytree(REPO_ROOT / "labs" / LAB, labs / LAB)
     notebook = labs / LAB / f"{LAB}.ipynb"
     content = nbformat.read(notebook, as_version=4)
-    next(c for c in content.cells if "exercise-0.3" in c.metadata.get("tags", [])).source = source
+    next(c for c in content.cells if "exercise-0.1" in c.metadata.get("tags", [])).source = source
     nbformat.write(content, notebook)
     subprocess.run(
         [
@@ -70,20 +74,20 @@ def _graded_by_the_grader(tmp_path, source: str) -> dict:
         timeout=120,
     )
     graded = json.loads((tmp_path / "saved.json").read_text())
-    return next(e for e in graded["labs"][0]["exercises"] if e["id"] == "0.3")
+    return next(e for e in graded["labs"][0]["exercises"] if e["id"] == "0.1")
 
 
 def test_check_grades_the_cell_as_last_run_before_it_is_saved(shell, tmp_path):
     notebook = tmp_path / "labs" / LAB / f"{LAB}.ipynb"
     saved = notebook.read_bytes()
-    cell = _cell_id(notebook, "0.3")
+    cell = _cell_id(notebook, "0.1")
 
-    assert shell.run_cell(WRONG_0_3, cell_id=cell).success
-    failed = magic.check("0.3")
+    assert shell.run_cell(WRONG_0_1, cell_id=cell).success
+    failed = magic.check("0.1")
     [graded] = failed.exercises
-    expected = _graded_by_the_grader(tmp_path, WRONG_0_3)
+    expected = _graded_by_the_grader(tmp_path, WRONG_0_1)
     assert (graded.status, graded.message) == ("failed", expected["message"])
-    assert "got 'wrong'" in graded.message
+    assert "pins nothing" in graded.message and graded.actual == "{}"
     assert graded.hint and graded.hint == magic._first_hint(expected)
     assert (graded.expected, graded.actual, graded.diff) == (
         expected["expected"],
@@ -92,8 +96,8 @@ def test_check_grades_the_cell_as_last_run_before_it_is_saved(shell, tmp_path):
     )
     assert "as you last ran it" in graded.version and "not saved yet" in graded.version
 
-    assert shell.run_cell(SOLVED_0_3, cell_id=cell).success
-    [graded] = magic.check("0.3").exercises
+    assert shell.run_cell(SOLVED_0_1, cell_id=cell).success
+    [graded] = magic.check("0.1").exercises
     assert graded.status == "passed", graded
     assert "not saved yet" in graded.version
     assert notebook.read_bytes() == saved
@@ -104,7 +108,7 @@ def test_check_alone_grades_the_lab_of_the_notebook_as_saved(shell, capsys):
     shown = capsys.readouterr().out
     for exercise in ("0.1", "0.2", "0.3"):
         assert f"Exercise {exercise} is not done yet." in shown
-    assert "Exercise 0.3 · Summarise a progress report: not started" in shown
+    assert "Exercise 0.3 · Predict the restart after a crash: not started" in shown
     # Not started is not a failed attempt: no hint unasked.
     assert "Hint: " not in shown
     assert "as saved at" in shown and "not saved yet" not in shown

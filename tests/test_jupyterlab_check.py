@@ -1,7 +1,7 @@
 """``%check`` end to end in a real JupyterLab and Chromium, without saving the notebook.
 
-The learner's way: open lab 00, type a wrong answer into exercise 0.3, run it, run
-``%check 0.3`` below and see *failed* with the grader's sentence; fix the cell, run it and
+The learner's way: open lab 00, type a wrong answer into exercise 0.1, run it, run
+``%check 0.1`` below and see *failed* with the grader's sentence; fix the cell, run it and
 the check again and see *passed*. Autosave is off and nothing is saved: the check grades the
 cells as last run in the kernel.
 """
@@ -20,12 +20,15 @@ from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 ARTIFACTS = BUILD_DIR / "artifacts"
 LAB = "00-orientation"
-WRONG = "def summarise_progress(progress: dict) -> str:\n    return 'wrong'"
+WRONG = "def effective_settings(conf, checkpoint_dir):\n    return {}"
 FIXED = (
-    "def summarise_progress(progress: dict) -> str:\n"
-    "    took = progress['durationMs']['triggerExecution']\n"
-    "    batch, rows = progress['batchId'], progress['numInputRows']\n"
-    "    return f'batch {batch}: {rows} rows in {took} ms'"
+    "def effective_settings(conf: dict[str, str], checkpoint_dir: str) -> dict[str, str]:\n"
+    '    offsets = Path(checkpoint_dir) / "offsets"\n'
+    '    batches = [int(p.name) for p in offsets.glob("*") if p.name.isdigit()]\n'
+    "    if not batches:\n"
+    "        return dict(conf)\n"
+    "    metadata = json.loads((offsets / str(max(batches))).read_text().splitlines()[1])\n"
+    '    return {**conf, **metadata["conf"]}\n'
 )
 
 
@@ -108,17 +111,18 @@ def test_check_in_the_notebook_grades_the_cell_as_last_run(page, jupyter):
         except AssertionError:
             continue
 
-    exercise = _cell(page, "def summarise_progress")
+    exercise = _cell(page, "def effective_settings")
     _type_into(page, exercise, WRONG)
     _run(page, exercise)
     page.keyboard.press("b")  # a new cell below the one after the exercise
     page.keyboard.press("Enter")
-    page.keyboard.insert_text("%check 0.3")
+    page.keyboard.insert_text("%check 0.1")
     page.keyboard.press("Shift+Enter")
-    check = _cell(page, "%check 0.3")
+    check = _cell(page, "%check 0.1")
     verdict = check.locator(".streamlab-check")
     expect(verdict).to_contain_text("failed", timeout=60_000)
-    expect(verdict).to_contain_text("Expected 'batch 3: 120 rows in 275 ms', got 'wrong'.")
+    expect(verdict).to_contain_text("A checkpoint folder that does not exist pins nothing")
+    expect(verdict).to_contain_text("Your code")
     expect(verdict).to_contain_text("Hint:")
     expect(verdict).to_contain_text("as you last ran it")
     expect(verdict).to_contain_text("not saved yet")

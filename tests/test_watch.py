@@ -17,10 +17,14 @@ import pytest
 from streamlab.paths import REPO_ROOT
 
 LAB = "00-orientation"
-SOLVED_0_3 = """\
-def summarise_progress(progress: dict) -> str:
-    took = progress["durationMs"]["triggerExecution"]
-    return f"batch {progress['batchId']}: {progress['numInputRows']} rows in {took} ms"
+SOLVED_0_1 = """\
+def effective_settings(conf: dict[str, str], checkpoint_dir: str) -> dict[str, str]:
+    offsets = Path(checkpoint_dir) / "offsets"
+    batches = [int(p.name) for p in offsets.glob("*") if p.name.isdigit()]
+    if not batches:
+        return dict(conf)
+    metadata = json.loads((offsets / str(max(batches))).read_text().splitlines()[1])
+    return {**conf, **metadata["conf"]}
 """
 
 
@@ -78,10 +82,10 @@ def watcher(tmp_path):
             process.wait()
 
 
-def _save(notebook: Path, source_0_3: str) -> None:
+def _save(notebook: Path, source_0_1: str) -> None:
     content = nbformat.read(notebook, as_version=4)
-    cell = next(c for c in content.cells if "exercise-0.3" in c.metadata.get("tags", []))
-    cell.source = source_0_3
+    cell = next(c for c in content.cells if "exercise-0.1" in c.metadata.get("tags", []))
+    cell.source = source_0_1
     # Written elsewhere and renamed into place, as JupyterLab saves.
     staged = notebook.with_suffix(".saving")
     nbformat.write(content, staged)
@@ -97,15 +101,15 @@ def test_a_save_regrades_the_lab_and_ctrl_c_stops_the_watch(watcher):
     # A burst of saves, longer than the watcher's polling interval, is graded once, as last
     # saved: an attempt, a second one, then the answer.
     for source in (
-        "def summarise_progress(progress):\n    return ''\n",
-        "def summarise_progress(progress):\n    return 'batch'\n",
-        SOLVED_0_3,
+        "def effective_settings(conf, checkpoint_dir):\n    return {}\n",
+        "def effective_settings(conf, checkpoint_dir):\n    return dict(conf)\n",
+        SOLVED_0_1,
     ):
         _save(notebook, source)
         time.sleep(0.1)
     started = output.wait_for("00-orientation.ipynb saved: regrading lab 00", timeout=10)
     assert started - saved < 2.0, f"the regrade started {started - saved:.1f} s after the save"
-    output.wait_for(" 0.3 ", timeout=60)
+    output.wait_for(" 0.1 ", timeout=60)
     assert "passed" in output.seen[-1], output.seen[-1]
     output.wait_for("Watching 00-orientation.ipynb", timeout=60)
     time.sleep(1.0)  # time enough for a second regrade to start, were the burst seen twice
