@@ -11,22 +11,13 @@ import sys
 import nbformat
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
+from lab00_answers import SOLVED_0_1, WRONG_0_1
 from traitlets.config import Config
 
 from streamlab.grading import cell_history, magic
 from streamlab.paths import REPO_ROOT
 
 LAB = "00-orientation"
-WRONG_0_1 = "def effective_settings(conf, checkpoint_dir):\n    return {}\n"
-SOLVED_0_1 = """\
-def effective_settings(conf: dict[str, str], checkpoint_dir: str) -> dict[str, str]:
-    offsets = Path(checkpoint_dir) / "offsets"
-    batches = [int(p.name) for p in offsets.glob("*") if p.name.isdigit()]
-    if not batches:
-        return dict(conf)
-    metadata = json.loads((offsets / str(max(batches))).read_text().splitlines()[1])
-    return {**conf, **metadata["conf"]}
-"""
 
 
 @pytest.fixture

@@ -15,21 +15,13 @@ import shutil
 import nbformat
 import pytest
 from jupyter_support import TOKEN, running_jupyterlab
+from lab00_answers import SOLVED_0_1, WRONG_0_1
 
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 ARTIFACTS = BUILD_DIR / "artifacts"
 LAB = "00-orientation"
-WRONG = "def effective_settings(conf, checkpoint_dir):\n    return {}"
-FIXED = (
-    "def effective_settings(conf: dict[str, str], checkpoint_dir: str) -> dict[str, str]:\n"
-    '    offsets = Path(checkpoint_dir) / "offsets"\n'
-    '    batches = [int(p.name) for p in offsets.glob("*") if p.name.isdigit()]\n'
-    "    if not batches:\n"
-    "        return dict(conf)\n"
-    "    metadata = json.loads((offsets / str(max(batches))).read_text().splitlines()[1])\n"
-    '    return {**conf, **metadata["conf"]}\n'
-)
+WRONG, FIXED = WRONG_0_1.rstrip(), SOLVED_0_1.rstrip()
 
 
 def _settings(tmp_path) -> None:

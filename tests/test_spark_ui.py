@@ -17,6 +17,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from offline_browser import offline_context
 
 from streamlab import session
 from streamlab.paths import BUILD_DIR, REPO_ROOT
@@ -138,20 +139,6 @@ def test_the_sql_tabs_state_metrics_agree_with_the_progress_report(ui):
     assert abs(memory - operator["memoryUsedBytes"]) <= 0.05 * operator["memoryUsedBytes"]
 
 
-def _offline(browser, blocked: list[str]):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-
-    def route(route):
-        if urllib.parse.urlsplit(route.request.url).hostname == "127.0.0.1":
-            route.continue_()
-        else:
-            blocked.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", route)
-    return context
-
-
 #: A chart of the query's page is drawn: an svg with at least one line or bar in it.
 CHARTS = [
     ("Input Rate", "input-rate-timeline"),
@@ -168,7 +155,7 @@ def test_the_structured_streaming_tab_shows_the_running_query_offline(browser, u
     url, child = ui
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     blocked: list[str] = []
-    context = _offline(browser, blocked)
+    context = offline_context(browser, blocked, viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     try:
         page.goto(f"{url}/StreamingQuery/")

@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from jupyter_support import TOKEN, build_site, run_all_cells, running_jupyterlab, serving
+from offline_browser import offline_context
 
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
@@ -140,21 +141,6 @@ def site_url(site_dir):
         yield url
 
 
-def _offline_context(browser, blocked: list[str], **options):
-    """A context that answers only 127.0.0.1; what else a page asks for goes to ``blocked``."""
-    context = browser.new_context(**options)
-
-    def route(route):
-        if urllib.parse.urlsplit(route.request.url).hostname == "127.0.0.1":
-            route.continue_()
-        else:
-            blocked.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", route)
-    return context
-
-
 def _pages(site_dir: Path) -> list[str]:
     folders = (p.parent.relative_to(site_dir).as_posix() for p in site_dir.rglob("index.html"))
     return sorted("/" if folder == "." else f"/{folder}/" for folder in folders)
@@ -183,7 +169,7 @@ def _broken_links(site_url: str, site_dir: Path, page: str, hrefs: list[str]) ->
 def test_every_page_of_the_site_works_offline(browser, site_dir, site_url):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     blocked: list[str] = []
-    context = _offline_context(browser, blocked, viewport={"width": 1280, "height": 900})
+    context = offline_context(browser, blocked, viewport={"width": 1280, "height": 900})
     context.add_init_script(OPEN_SHADOW_ROOTS)
     problems: dict[str, list[str]] = {}
     pages = _pages(site_dir)
@@ -289,7 +275,7 @@ def test_lab00_runs_in_jupyterlab_as_a_learner_meets_it(browser, notebooks, tmp_
     env = {"STREAMLAB_SPARK_MASTER": "local[2]"}
     with running_jupyterlab(tmp_path, f"--notebook-dir={notebooks}", env=env) as lab:
         _seed_an_old_event(lab.line_starting("Event Hubs emulator: ").split(": ", 1)[1].strip())
-        context = _offline_context(browser, blocked, viewport={"width": 1280, "height": 1000})
+        context = offline_context(browser, blocked, viewport={"width": 1280, "height": 1000})
         page = context.new_page()
         try:
             # Untouched: Run All stops at exercise 0.1, saying it is not done yet.

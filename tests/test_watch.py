@@ -13,19 +13,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from lab00_answers import SOLVED_0_1
 
 from streamlab.paths import REPO_ROOT
 
 LAB = "00-orientation"
-SOLVED_0_1 = """\
-def effective_settings(conf: dict[str, str], checkpoint_dir: str) -> dict[str, str]:
-    offsets = Path(checkpoint_dir) / "offsets"
-    batches = [int(p.name) for p in offsets.glob("*") if p.name.isdigit()]
-    if not batches:
-        return dict(conf)
-    metadata = json.loads((offsets / str(max(batches))).read_text().splitlines()[1])
-    return {**conf, **metadata["conf"]}
-"""
 
 
 class _Output:

@@ -11,6 +11,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from streamlab.alerts import Alert
+from streamlab.widgets._receive import consumer, receive_in_background
 
 
 class AlertFeed:
@@ -41,13 +42,8 @@ class AlertFeed:
         self, connection_string: str, eventhub: str = "alerts", *, starting_position: Any = "-1"
     ) -> None:
         """Receive alerts sent to ``eventhub`` (JSON bodies of :meth:`Alert.to_json`)."""
-        from azure.eventhub import EventHubConsumerClient
-
         self.stop()
-        extra = {} if "EntityPath=" in connection_string else {"eventhub_name": eventhub}
-        client = EventHubConsumerClient.from_connection_string(
-            connection_string, consumer_group="$Default", **extra
-        )
+        client = consumer(connection_string, eventhub)
 
         def on_batch(context: Any, events: list[Any]) -> None:
             received = []
@@ -61,20 +57,10 @@ class AlertFeed:
         def on_error(context: Any, error: Exception) -> None:
             self._render(f"event hub {eventhub!r}: {type(error).__name__}: {error}")
 
-        def receive() -> None:
-            try:
-                client.receive_batch(
-                    on_event_batch=on_batch,
-                    on_error=on_error,
-                    starting_position=starting_position,
-                    max_batch_size=100,
-                )
-            except Exception as error:  # the thread would end silently otherwise
-                on_error(None, error)
-
         self._close = client.close
-        self._thread = threading.Thread(target=receive, name="streamlab-alerts", daemon=True)
-        self._thread.start()
+        self._thread = receive_in_background(
+            client, on_batch, on_error, starting_position, "streamlab-alerts"
+        )
 
     def stop(self) -> None:
         """Stop receiving; the feed keeps what it shows."""

@@ -17,6 +17,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from streamlab import processes
+from streamlab.widgets._receive import consumer, receive_in_background
 from streamlab.widgets._throttle import Throttle
 
 #: Badge colour per status; ``None`` is a machine the board has no transition for yet.
@@ -259,12 +260,7 @@ class StatusBoard:
         starting_position: Any = "-1",
     ) -> None:
         """Receive JSON transition bodies from ``eventhub`` (from the start, by default)."""
-        from azure.eventhub import EventHubConsumerClient
-
-        extra = {} if "EntityPath=" in connection_string else {"eventhub_name": eventhub}
-        client = EventHubConsumerClient.from_connection_string(
-            connection_string, consumer_group=consumer_group, **extra
-        )
+        client = consumer(connection_string, eventhub, consumer_group)
         since = self._clock()
         ignored = 0
 
@@ -289,23 +285,12 @@ class StatusBoard:
         def on_error(context: Any, error: Exception) -> None:
             self._say(f"event hub {eventhub!r}: {type(error).__name__}: {error}", error=True)
 
-        def receive() -> None:
-            # receive_batch, not receive: the sync one-event API waits on idle partitions.
-            try:
-                client.receive_batch(
-                    on_event_batch=on_batch,
-                    on_error=on_error,
-                    starting_position=starting_position,
-                    max_batch_size=100,
-                )
-            except Exception as error:  # the thread would die silently otherwise
-                on_error(None, error)
-
         self._say(f"connecting to event hub {eventhub!r}")
         stop = threading.Event()
-        thread = threading.Thread(target=receive, name="streamlab-board-eventhub", daemon=True)
+        thread = receive_in_background(
+            client, on_batch, on_error, starting_position, "streamlab-board-eventhub"
+        )
         self._feeds.append((stop, thread, client.close))
-        thread.start()
 
     def stop(self) -> None:
         """Stop every feed and wait for their threads; the board keeps what it shows."""
