@@ -10,7 +10,9 @@ from pathlib import Path
 REPO_ROOT = Path(os.environ.get("STREAMLAB_ROOT", Path(__file__).resolve().parent.parent))
 
 #: Scratch space for checkpoints, sink output and generated input. Never committed.
-BUILD_DIR = REPO_ROOT / "build"
+#: ``STREAMLAB_BUILD_DIR`` moves it, so that two runs of the course (the test session runs the
+#: solution notebooks beside the package's tests) never share a scratch folder.
+BUILD_DIR = Path(os.environ.get("STREAMLAB_BUILD_DIR", REPO_ROOT / "build"))
 
 
 def work_dir(name: str, *, fresh: bool = True) -> Path:
