@@ -821,16 +821,11 @@ def _same_story_as_lab_04(processor_class):
     )
     fleet = Buckets(processor_class, timeout_ms=timeout_ms, retire_after_ms=retire_after_ms)
     history, now = [], 0
-    while now < 300_000:
-        now += rng.choice([500, 1_000, 1_000, 1_000, 2_000, 3_000, 7_000])
-        want = sorted(
-            status_tuples(
-                reference.setProcessingTime(now), "LeanHeartbeatProcessor", "handleExpiredTimer"
-            ),
-            key=lambda r: (r[0], r[3], r[1]),
-        )
-        got = fleet.at(now)
-        step = f"the timers due at {now} ms"
+
+    def in_time_order(rows):
+        return sorted(rows, key=lambda r: (r[0], r[3], r[1]))
+
+    def expect_lab_04(got, want, step: str) -> None:
         expect_equal(
             _said(got),
             _said(want),
@@ -838,6 +833,15 @@ def _same_story_as_lab_04(processor_class):
             f"heartbeats. After {'; '.join(history[-4:]) or 'the start'}, {step} (expected: "
             f"what lab 04 emits).",
         )
+
+    while now < 300_000:
+        now += rng.choice([500, 1_000, 1_000, 1_000, 2_000, 3_000, 7_000])
+        want = in_time_order(
+            status_tuples(
+                reference.setProcessingTime(now), "LeanHeartbeatProcessor", "handleExpiredTimer"
+            )
+        )
+        expect_lab_04(fleet.at(now), want, f"the timers due at {now} ms")
         for m in machines:
             if rng.random() < 0.08:
                 talking[m] = not talking[m]
@@ -854,19 +858,9 @@ def _same_story_as_lab_04(processor_class):
             rng.shuffle(names)
             if names:
                 got += fleet.beat(*names, bucket=bucket)
-        want = sorted(
-            status_tuples(want, "LeanHeartbeatProcessor", "handleInputRows"),
-            key=lambda r: (r[0], r[3], r[1]),
-        )
-        got = sorted(got, key=lambda r: (r[0], r[3], r[1]))
+        want = in_time_order(status_tuples(want, "LeanHeartbeatProcessor", "handleInputRows"))
         step = f"heartbeats of {', '.join(beating) or 'no machine'} at {now} ms"
-        expect_equal(
-            _said(got),
-            _said(want),
-            f"The bucketed processor should emit what lab 04's processor emits for the same "
-            f"heartbeats. After {'; '.join(history[-4:]) or 'the start'}, {step} (expected: "
-            f"what lab 04 emits).",
-        )
+        expect_lab_04(in_time_order(got), want, step)
         history.append(step)
 
 
