@@ -39,6 +39,7 @@ from streamlab.restart_trials import (
     try_restart,
 )
 from streamlab.solutions import load_solution
+from streamlab.tws_batches import pending_timers
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -634,7 +635,7 @@ def _migrated(nb, at_s: int, rows: list[Row]) -> TwsTester:
 
 
 def _timers(tester: TwsTester, key: str) -> list[int]:
-    return sorted(t - START_MS for t in tester.handle._timers.listTimers(key))
+    return [t - START_MS for t in pending_timers(tester, key)]
 
 
 OLD = [
