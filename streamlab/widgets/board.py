@@ -287,10 +287,11 @@ class StatusBoard:
 
         self._say(f"connecting to event hub {eventhub!r}")
         stop = threading.Event()
-        thread = receive_in_background(
-            client, on_batch, on_error, starting_position, "streamlab-board-eventhub"
-        )
-        self._feeds.append((stop, thread, client.close))
+        with self._lock:  # recorded as it starts, so that a stop() never misses it
+            thread = receive_in_background(
+                client, on_batch, on_error, starting_position, "streamlab-board-eventhub"
+            )
+            self._feeds.append((stop, thread, client.close))
 
     def stop(self) -> None:
         """Stop every feed and wait for their threads; the board keeps what it shows."""
