@@ -112,7 +112,9 @@ def test_a_story_can_start_with_a_timer_registered_from_outside():
 
 def test_an_initial_state_is_taken_at_the_given_processing_time():
     tester = TwsTester(Resumed(), timeMode="ProcessingTime")
-    returned = initial_state(tester, 10_000, [("m1", Row(last_ms=9_000)), ("m2", Row(last_ms=7_000))])
+    returned = initial_state(
+        tester, 10_000, [("m1", Row(last_ms=9_000)), ("m2", Row(last_ms=7_000))]
+    )
     assert returned == [None, None]
     assert tester.peekValueState("status", "m2") == ("up",)
     assert pending_timers(tester, "m1") == [14_000] and pending_timers(tester, "m2") == [12_000]
