@@ -11,8 +11,9 @@ Spark never does: there the heartbeat comes first.
 :func:`spark_batch` keeps Spark's order. It needs two private members of ``TwsTester``
 (``_currentProcessingTimeMs`` and ``_handleExpiredTimers``); :func:`pending_timers` and
 :func:`register_timer` reach into the tester's in-memory handle (``handle._timers``,
-``handle.setGroupingKey``), and :func:`initial_state` into both (``_getTimerValues``). Every use goes through :func:`_require`, which raises
-:class:`TwsTesterChanged` with a sentence when a PySpark release no longer has them.
+``handle.setGroupingKey``), and :func:`spark_initial_state` into both (``_getTimerValues``).
+Every use goes through :func:`_require`, which raises :class:`TwsTesterChanged` with a sentence
+when a PySpark release no longer has them.
 
     tester = TwsTester(processor, timeMode="ProcessingTime")
     spark_batch(tester, 1_000, {"m1": [Row(machine_name="m1")]})   # rows of m1, then due timers
@@ -95,7 +96,7 @@ def register_timer(tester, key, expiry_ms: int) -> None:
     tester.handle.registerTimer(expiry_ms)
 
 
-def initial_state(tester, now_ms: int, rows: list[tuple]) -> list:
+def spark_initial_state(tester, now_ms: int, rows: list[tuple]) -> list:
     """Hand ``handleInitialState`` the ``(key, row)`` pairs of an initial state at ``now_ms``.
 
     ``TwsTester(initialStateRow=...)`` does the same at processing time 0, where a processor
