@@ -39,7 +39,7 @@ from streamlab.restart_trials import (
     try_restart,
 )
 from streamlab.solutions import load_solution
-from streamlab.tws_batches import initial_state, pending_timers, spark_batch
+from streamlab.tws_batches import pending_timers, spark_batch, spark_initial_state
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -613,7 +613,7 @@ def _migrated(nb, at_s: int, rows: list[Row]) -> TwsTester:
     if not isinstance(processor, LAB05.CatchUpProcessor):
         raise CheckFailed("MigratingCatchUpProcessor should subclass LAB05.CatchUpProcessor.")
     tester = TwsTester(processor, timeMode="ProcessingTime")
-    returned = initial_state(tester, START_MS + at_s * 1000, [(r.partition, r) for r in rows])
+    returned = spark_initial_state(tester, START_MS + at_s * 1000, [(r.partition, r) for r in rows])
     if any(result is not None for result in returned):
         raise CheckFailed(
             "handleInitialState should return None: it sets up state and emits nothing "

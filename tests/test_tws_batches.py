@@ -9,7 +9,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.tws_batches import (
     TwsTesterChanged,
-    initial_state,
+    spark_initial_state,
     pending_timers,
     register_timer,
     spark_batch,
@@ -112,7 +112,7 @@ def test_a_story_can_start_with_a_timer_registered_from_outside():
 
 def test_an_initial_state_is_taken_at_the_given_processing_time():
     tester = TwsTester(Resumed(), timeMode="ProcessingTime")
-    returned = initial_state(
+    returned = spark_initial_state(
         tester, 10_000, [("m1", Row(last_ms=9_000)), ("m2", Row(last_ms=7_000))]
     )
     assert returned == [None, None]
@@ -130,10 +130,10 @@ def test_an_initial_state_sees_the_clock_it_is_given():
             seen.append((key, timerValues.getCurrentProcessingTimeInMs()))
 
     tester = TwsTester(Clock(), timeMode="ProcessingTime")
-    initial_state(tester, 5_000, [("m1", Row(last_ms=0))])
+    spark_initial_state(tester, 5_000, [("m1", Row(last_ms=0))])
     assert seen == [(("m1",), 5_000)]
     with pytest.raises(ValueError, match="only moves forward"):
-        initial_state(tester, 4_000, [("m1", Row(last_ms=0))])
+        spark_initial_state(tester, 4_000, [("m1", Row(last_ms=0))])
 
 
 def test_what_handleInitialState_returns_is_handed_back():
@@ -142,7 +142,7 @@ def test_what_handleInitialState_returns_is_handed_back():
             yield Row(key=key[0])
 
     tester = TwsTester(Yielding(), timeMode="ProcessingTime")
-    (returned,) = initial_state(tester, 1_000, [("m1", Row(last_ms=0))])
+    (returned,) = spark_initial_state(tester, 1_000, [("m1", Row(last_ms=0))])
     assert list(returned) == [Row(key="m1")]
 
 
@@ -162,7 +162,7 @@ class WithoutPrivates:
         (lambda t: spark_batch(t, 1_000, {}), "_currentProcessingTimeMs"),
         (lambda t: pending_timers(t, "m1"), "handle._timers.listTimers"),
         (lambda t: register_timer(t, "m1", 1_000), "handle.setGroupingKey"),
-        (lambda t: initial_state(t, 1_000, []), "_currentProcessingTimeMs"),
+        (lambda t: spark_initial_state(t, 1_000, []), "_currentProcessingTimeMs"),
     ],
 )
 def test_a_tester_without_the_private_members_gets_a_sentence(call, member):
