@@ -9,11 +9,11 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.tws_batches import (
     TwsTesterChanged,
-    spark_initial_state,
     pending_timers,
     register_timer,
     spark_batch,
     spark_batch_by_handler,
+    spark_initial_state,
 )
 
 TIMEOUT_MS = 5_000
