@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from grader_runs import run_grader
 
 from streamlab import registry
 from streamlab.grading import supervisor
@@ -62,23 +63,8 @@ def _grade(folder: Path, tmp_path: Path, limit: float) -> tuple[subprocess.Compl
     grade_json = tmp_path / "build" / "grade.json"
     grade_json.parent.mkdir(exist_ok=True)
     grade_json.write_text(json.dumps(STALE))
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "streamlab.grading",
-            "00",
-            "--notebooks",
-            str(folder),
-            "--json",
-            str(grade_json),
-            "--max-check-seconds",
-            str(limit),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        timeout=300,
+    out = run_grader(
+        folder, "00", json_path=grade_json, extra=("--max-check-seconds", str(limit)), timeout=300
     )
     graded = json.loads(grade_json.read_text())
     assert graded["status"] == "graded" and graded != STALE
