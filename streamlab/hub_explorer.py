@@ -282,12 +282,12 @@ def describe(view: HubView, *, width: int = 72) -> str:
                 continue
             lines.append(
                 f"  partition {part.id}: sequence numbers {part.first_sequence_number}"
-                f"..{part.last_sequence_number}, last enqueued {_when(part.last_enqueued_time)}"
+                f"..{part.last_sequence_number}, last enqueued {when(part.last_enqueued_time)}"
             )
             for event in part.recent:
                 body = event.body if len(event.body) <= width else event.body[: width - 3] + "..."
                 lines.append(
-                    f"    #{event.sequence_number}  {_when(event.enqueued_time)}"
+                    f"    #{event.sequence_number}  {when(event.enqueued_time)}"
                     f"  key={event.partition_key!r}  {body}"
                 )
         if hub.readers is None:
@@ -304,7 +304,8 @@ def describe(view: HubView, *, width: int = 72) -> str:
     return "\n".join(lines)
 
 
-def _when(moment: datetime | None) -> str:
+def when(moment: datetime | None) -> str:
+    """A time as the explorer shows it, to the millisecond, in UTC (the hub's clock)."""
     return "-" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 

@@ -154,3 +154,41 @@ def test_the_command_says_when_no_hub_is_running():
         f"No Event Hubs emulator is running at 127.0.0.1:{port}: start one with `nox -s lab` "
         "(or `python -m streamlab.hub`), then ask again."
     )
+
+
+def test_the_widget_shows_each_partition_and_refreshes_on_its_button():
+    from streamlab.widgets import HubExplorer
+
+    with Hub(port=0, eventhubs={"heartbeats": 2}) as running:
+        key_partition = str(partition_for_key("Producer 1", 2))
+        send(running.connection_string, ["<b>one</b>", "two"], partition_key="Producer 1")
+        explorer = HubExplorer(running.connection_string, ["heartbeats"], recent=5)
+        view = explorer.refresh()
+        assert _partition(view, "heartbeats", key_partition).last_sequence_number == 1
+        shown = explorer.html.value
+        assert f'data-partition="{key_partition}" data-first="0" data-last="1"' in shown
+        assert 'data-sequence-number="0"' in shown and "&lt;b&gt;one&lt;/b&gt;" in shown
+        assert "<b>one</b>" not in shown and "Producer 1" in shown
+
+        send(running.connection_string, ["three"], partition_key="Producer 1")
+        explorer.button.click()  # reads in the background: the kernel stays free
+        wait_for(
+            lambda: (
+                f'data-partition="{key_partition}" data-first="0" data-last="2"'
+                in explorer.html.value
+            ),
+            what="the refreshed view",
+        )
+        assert "three" in explorer.html.value
+        explorer.close()
+
+
+def test_the_widget_says_when_no_hub_answers():
+    from streamlab.widgets import HubExplorer
+
+    port = _free_port()
+    explorer = HubExplorer(
+        f"Endpoint=sb://127.0.0.1:{port};SharedAccessKeyName=a;SharedAccessKey=b"
+    )
+    assert explorer.refresh() is None
+    assert f"No Event Hubs emulator is running at 127.0.0.1:{port}" in explorer.html.value
