@@ -7,16 +7,13 @@ outside, presses Refresh and sees it arrive.
 
 from __future__ import annotations
 
-import os
-
-import nbformat
+import jupyter_support as lab
 import pytest
 from eventhub_clients import send
-from jupyter_support import TOKEN, run_all_cells, running_jupyterlab
 from offline_browser import offline_context
 
 from streamlab.hub import partition_for_key
-from streamlab.paths import BUILD_DIR, REPO_ROOT
+from streamlab.paths import BUILD_DIR
 
 ARTIFACTS = BUILD_DIR / "artifacts"
 PARTITION = partition_for_key("Producer 7", 4)
@@ -43,22 +40,14 @@ explorer""",
 
 @pytest.fixture
 def jupyter(tmp_path):
-    notebooks = tmp_path / "notebooks"
-    notebooks.mkdir()
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    notebook.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(notebook, notebooks / "explorer.ipynb")
+    notebooks = lab.notebook_folder(tmp_path, "explorer.ipynb", CELLS)
     env = {
         # A hub of its own, empty: sequence numbers then start at 0 whatever ran before.
         "STREAMLAB_BUILD_DIR": str(tmp_path / "build"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": lab.course_pythonpath(),
     }
-    with running_jupyterlab(tmp_path, f"--notebook-dir={notebooks}", env=env) as lab:
-        yield lab
+    with lab.running_jupyterlab(tmp_path, f"--notebook-dir={notebooks}", env=env) as running:
+        yield running
 
 
 def test_the_explorer_shows_a_machines_partition_and_refreshes_in_the_browser(browser, jupyter):
@@ -66,8 +55,8 @@ def test_the_explorer_shows_a_machines_partition_and_refreshes_in_the_browser(br
     context = offline_context(browser, blocked, viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     try:
-        page.goto(f"{jupyter.base}/lab/tree/explorer.ipynb?token={TOKEN}")
-        run_all_cells(page)
+        page.goto(f"{jupyter.base}/lab/tree/explorer.ipynb?token={lab.TOKEN}")
+        lab.run_all_cells(page)
         row = page.locator(f'.streamlab-hub-partition[data-partition="{PARTITION}"]')
         row.wait_for(timeout=120_000)
         assert (row.get_attribute("data-first"), row.get_attribute("data-last")) == ("0", "2")
