@@ -84,14 +84,18 @@ def explore(
     consumer_group: str = "$Default",
     timeout: float = 15.0,
 ) -> HubView:
-    """What the hub holds now. ``eventhubs``: the names to look at, by default the course's
-    (``DEFAULT_EVENTHUBS``: the SDK has no call that lists a namespace's event hubs)."""
+    """What the hub holds now. ``eventhubs``: the names to look at; by default the one the
+    connection string's ``EntityPath`` names, else the course's (``DEFAULT_EVENTHUBS``: the
+    SDK has no call that lists a namespace's event hubs)."""
     if recent < 0:
         raise ValueError(f"recent must be 0 or more, not {recent}")
     endpoint = _endpoint(connection_string)
     _reachable(endpoint)
-    logging.getLogger("azure").setLevel(logging.ERROR)  # reconnect warnings say nothing here
-    names = list(eventhubs) if eventhubs is not None else list(DEFAULT_EVENTHUBS)
+    entity = re.search(r"EntityPath=([^;]+)", connection_string, re.IGNORECASE)
+    if eventhubs is not None:
+        names = list(eventhubs)
+    else:
+        names = [entity.group(1).strip()] if entity else list(DEFAULT_EVENTHUBS)
     # One client per event hub, side by side: each management call is a round trip of its own.
     with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
         hubs = list(
@@ -324,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recent", type=int, default=RECENT, help="events shown per partition")
     parser.add_argument("eventhubs", nargs="*", help=f"default: {', '.join(DEFAULT_EVENTHUBS)}")
     args = parser.parse_args(argv)
+    logging.getLogger("azure").setLevel(logging.ERROR)  # reconnect warnings say nothing here
     target = (
         args.connection_string
         or os.environ.get(HUB_ENV)

@@ -66,6 +66,8 @@ def test_default_eventhubs_are_the_courses_and_unknown_ones_are_named(hub):
         "heartbeats",
         "status",
     ]
+    named = explore(hub.connection_string_for("status"), recent=0)
+    assert [h.name for h in named.eventhubs] == ["status"]
     view = explore(hub.connection_string, ["status", "nope"], recent=0)
     assert [h.name for h in view.eventhubs] == ["status"] and view.missing == ("nope",)
     assert "nope: no such event hub here" in describe(view)
