@@ -21,7 +21,12 @@ import streamlab.hub.connection
 from streamlab.eventhubs import EventHubsOptionError
 from streamlab.eventhubs import receivers as receivers_module
 from streamlab.eventhubs.options import parse_options
-from streamlab.eventhubs.source import EventHubsStreamReader, EventsPartition, RangePartition
+from streamlab.eventhubs.source import (
+    LAST_ENQUEUED,
+    EventHubsStreamReader,
+    EventsPartition,
+    RangePartition,
+)
 
 
 @pytest.fixture
@@ -167,3 +172,34 @@ def test_events_per_task_must_be_a_whole_number():
         parse_options(
             {"connectionString": "Endpoint=sb://h:1;EntityPath=x", "eventsPerTask": "many"}
         )
+
+
+@pytest.mark.parametrize("receive_on", ["driver", "executors"])
+def test_available_now_reads_to_its_start_and_its_rows_know_what_came_after(hub, receive_on):
+    # A row that claimed its partition ends where the trigger started would make a silence
+    # after the start look like news: the catch-up processor would call a sending machine
+    # Unhealthy.
+    send(hub.connection_string, ["a0", "a1"], partition_id="0")
+    reader = _driver_reader(hub, systemProperties="true", receiveOn=receive_on)
+    try:
+        reader.prepareForTriggerAvailableNow()
+        send(hub.connection_string, ["b0", "b1", "b2"], partition_id="0")
+        start = {p: 0 for p in "0123"}
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        assert end == {"0": 2, "1": 0, "2": 0, "3": 0}
+        assert reader.reportLatestOffset()["0"] == 5
+        rows = (
+            [
+                row
+                for planned in reader.partitions(start, end)
+                for row in pickle.loads(pickle.dumps(reader)).read(
+                    pickle.loads(pickle.dumps(planned))
+                )
+            ]
+            if receive_on == "executors"
+            else [row for planned in reader.partitions(start, end) for row in reader.read(planned)]
+        )
+        assert [row[0] for row in rows] == [b"a0", b"a1"]
+        assert [row[-1][LAST_ENQUEUED] for row in rows] == ["4", "4"]
+    finally:
+        reader.stop()

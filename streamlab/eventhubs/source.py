@@ -34,6 +34,9 @@ to read" (the reference heartbeat monitor does):
   gave when it was planned.
 - ``maxEventsPerTrigger`` never starves a partition: every partition with events to read gets
   at least one in every batch, even if that takes the batch a few events over the limit.
+- ``trigger(availableNow=True)`` reads up to the ends the hub gave when the query started; each
+  batch still learns what arrived since (as above), and its ``latestOffset`` and its rows'
+  ``lastEnqueuedSequenceNumber`` say so: a silence after the start is not taken for news.
 - Every progress report carries, next to the batch's ``endOffset``, the source's
   ``latestOffset``: per partition, one past the newest event the source knew of when it planned
   the batch (the ends above; nothing is asked of the hub for it). ``latestOffset`` minus
@@ -222,17 +225,20 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self.receivers.promise(
                 {p: end for p, (_, end) in partition_bounds(self.options).items() if p in start}
             )
+        if self._on_executors:
+            # The hub's ends now: every event planned exists, and "no rows" means none to read.
+            ends = {p: end for p, (_, end) in partition_bounds(self.options, list(start)).items()}
+        else:
+            ends = {p: self.receivers.available(p) for p in start}
         if self._target is not None:
             latest = {p: max(start.get(p, 0), end) for p, end in self._target.items()}
             for p in start:
                 latest.setdefault(p, start[p])
-        elif self._on_executors:
-            # The hub's ends now: every event planned exists, and "no rows" means none to read.
-            ends = {p: end for p, (_, end) in partition_bounds(self.options, list(start)).items()}
-            latest = {p: max(s, ends.get(p, s)) for p, s in start.items()}
         else:
-            latest = {p: max(s, self.receivers.available(p)) for p, s in start.items()}
-        self._known_end.update(latest)
+            latest = {p: max(s, ends.get(p, s)) for p, s in start.items()}
+        # availableNow reads to where the trigger started, but what arrived since is known: a
+        # row must not claim that its partition ends at the target.
+        self._known_end.update({p: max(end, ends.get(p, end)) for p, end in latest.items()})
         if isinstance(limit, ReadMaxRows):
             latest = apply_limit({p: start.get(p, 0) for p in latest}, latest, limit.max_rows)
         return latest
