@@ -25,7 +25,11 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
 from streamlab.grading import CheckFailed, exercise, expect_equal
-from streamlab.grading.heartbeat_checks import Meter, ReferenceHeartbeatProcessor
+from streamlab.grading.heartbeat_checks import (
+    Meter,
+    ReferenceHeartbeatProcessor,
+    handler_must_yield,
+)
 from streamlab.grading.verdict import query_cause
 from streamlab.restart_trials import (
     IGNORED,
@@ -66,15 +70,8 @@ def _row(machine: str, second: float, partition: str = "0") -> Row:
 def _spark_batch(tester: TwsTester, now: int, rows_by_key: dict) -> list:
     """One micro-batch at processing time ``now`` in Spark's order: every key's rows, then the
     timers that are due; a handler that returns None gets a sentence, not a TypeError."""
-    try:
+    with handler_must_yield("handleInputRows or handleExpiredTimer", "a Row"):
         return spark_batch(tester, now, rows_by_key)
-    except TypeError as error:
-        if "NoneType" in str(error) and "iter" in str(error):
-            raise CheckFailed(
-                "handleInputRows or handleExpiredTimer returned None: each should yield its rows "
-                "(a generator that yields nothing is fine)."
-            ) from None
-        raise
 
 
 class _Recorder:
