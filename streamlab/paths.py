@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 #: The course checkout: the folder holding ``course.toml``, ``labs/`` and ``solutions/``.
 REPO_ROOT = Path(os.environ.get("STREAMLAB_ROOT", Path(__file__).resolve().parent.parent))
@@ -60,3 +63,17 @@ def in_use(path: Path) -> bool:
         return True
     os.close(fd)
     return False
+
+
+def write_atomically(path: Path, write: Callable[[TextIO], None]) -> None:
+    """Replace ``path`` with what ``write`` writes to a text file: a reader sees the old file
+    or the new one, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            write(out)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

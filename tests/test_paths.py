@@ -26,3 +26,22 @@ def test_a_second_run_of_the_course_gets_a_scratch_folder_of_its_own(tmp_path):
     shown = _paths(env, "print(paths.BUILD_DIR)", "print(paths.work_dir('lab'))")
     assert shown == [str(tmp_path / "nbval"), str(tmp_path / "nbval" / "work" / "lab")]
     assert (tmp_path / "nbval" / "work" / "lab").is_dir()
+
+
+def test_a_file_written_atomically_is_whole_or_as_it_was(tmp_path):
+    from streamlab.paths import write_atomically
+
+    path = tmp_path / "grade.json"
+    write_atomically(path, lambda out: out.write("first\n"))
+    assert path.read_text() == "first\n"
+
+    def breaks_halfway(out):
+        out.write("half of the sec")
+        raise KeyboardInterrupt  # the learner presses Ctrl-C while the grade is written
+
+    try:
+        write_atomically(path, breaks_halfway)
+    except KeyboardInterrupt:
+        pass
+    assert path.read_text() == "first\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["grade.json"]  # no temporary file left

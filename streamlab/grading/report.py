@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 import textwrap
 from collections import defaultdict
 from collections.abc import Mapping
@@ -45,6 +43,7 @@ from streamlab.grading.verdict import (
     combine,
 )
 from streamlab.notebooks import cell_name
+from streamlab.paths import write_atomically
 from streamlab.registry import Lab
 
 #: The version of the format of ``build/grade.json``.
@@ -298,12 +297,6 @@ def read_json(path: Path) -> dict | None:
 
 def write_json(graded: dict, path: Path) -> None:
     """Replace ``path`` atomically: a reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(json.dumps(graded, indent=2, ensure_ascii=False) + "\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(
+        path, lambda out: out.write(json.dumps(graded, indent=2, ensure_ascii=False) + "\n")
+    )

@@ -11,16 +11,14 @@ reset on its next save.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
 from streamlab import registry
 from streamlab.notebooks import exercise_id
-from streamlab.paths import REPO_ROOT
+from streamlab.paths import REPO_ROOT, write_atomically
 
 
 class ResetRefused(Exception):
@@ -77,14 +75,7 @@ def _write(notebook, path: Path) -> None:
     """Replace ``path`` atomically: never half a notebook."""
     import nbformat
 
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            nbformat.write(notebook, out)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(path, lambda out: nbformat.write(notebook, out))
 
 
 def reset(word: str, notebooks: Path) -> str:
