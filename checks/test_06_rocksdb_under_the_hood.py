@@ -1057,6 +1057,17 @@ def _heartbeats_file(folder: Path, name: str, lines: list[str], order: int | Non
         os.utime(path, (1_700_000_000 + order,) * 2)
 
 
+def _noop_writer(df, name: str, checkpoint, mode: str = "update"):
+    """``df`` to the noop sink with ``availableNow``: what the source holds now, then stop."""
+    return (
+        df.writeStream.format("noop")
+        .queryName(name)
+        .outputMode(mode)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+    )
+
+
 def _cause(error: BaseException) -> str:
     """The JVM exception behind a failed query, e.g. a setting Spark refused."""
     text = str(error)
@@ -1089,13 +1100,7 @@ def _run(
         .groupBy("machine_name")
         .agg(F.count("*").alias("heartbeats"))
     )
-    writer = (
-        counts.writeStream.format("noop")
-        .queryName(name)
-        .outputMode("update")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-    )
+    writer = _noop_writer(counts, name, checkpoint)
     assert spark.conf.get("spark.sql.streaming.stateStore.providerClass") == ROCKSDB, (
         "The session should use the RocksDB provider (a course bug if it does not)."
     )
@@ -1835,14 +1840,7 @@ def _dedupe_then_count(spark, folder: Path, checkpoint, name: str) -> list[dict]
         .groupBy("machine_name")
         .agg(F.count("*").alias("heartbeats"))
     )
-    query = (
-        counts.writeStream.format("noop")
-        .queryName(name)
-        .outputMode("update")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = _noop_writer(counts, name, checkpoint).start()
     query.awaitTermination()
     return [json.loads(p.json) for p in query.recentProgress]
 
@@ -1866,3 +1864,53 @@ def test_growing_state_provoked_on_a_real_query(nb, spark, tmp_path, checkpoint_
             "every (machine, time) pair while its count stays at four machines",
         )
     assert expected == [], "A course bug: five batches cannot rise five times."
+
+
+# --- 6.11 · predict the alerts -------------------------------------------------------------
+
+LATE_NIGHT = ["10:00:00", "10:01:40", "10:03:20", "10:05:00", "10:06:40"]
+
+
+@exercise("6.11", timeout=150)
+def test_the_predicted_alerts_are_what_the_alerter_raises(nb, spark, tmp_path, checkpoint_dir):
+    from pyspark.sql import functions as F
+
+    from streamlab.alerts import Alerter, Thresholds
+
+    predicted = nb.PREDICTED_ALERTS
+    if not isinstance(predicted, list | tuple) or not all(
+        isinstance(item, list | tuple) and len(item) == 2 for item in predicted
+    ):
+        raise CheckFailed(
+            "PREDICTED_ALERTS should be a list of (rule, batch_id) pairs.",
+            expected="a list such as [('state_growing', 3)]",
+            actual=predicted,
+        )
+    folder = tmp_path / "incoming"
+    for n, on_time in enumerate(LATE_NIGHT):
+        times = [on_time] + (["09:00:00"] if n else [])
+        lines = [
+            json.dumps({"machine_name": "machine-1", "machine_time": f"2026-11-22T{t}Z"})
+            for t in times
+        ]
+        _heartbeats_file(folder, f"{n}.json", lines, order=n)
+    counts = (
+        spark.readStream.schema("machine_name STRING, machine_time TIMESTAMP")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(folder))
+        .withWatermark("machine_time", "10 seconds")
+        .groupBy(F.window("machine_time", "10 seconds"))
+        .count()
+    )
+    query = _noop_writer(counts, "late_night", checkpoint_dir, mode="append").start()
+    query.awaitTermination()
+    alerter = Alerter(Thresholds(max_watermark_lag_s=100, dropped_batches=3, growing_batches=3))
+    raised = [(a.rule, a.batch_id) for p in query.recentProgress for a in alerter.observe(p)]
+    expect_equal(
+        [tuple(item) for item in predicted],
+        raised,
+        "PREDICTED_ALERTS should be the (rule, batch_id) of every alert the Alerter raised, in "
+        "order (expected: what it raised on the reports of the same query, run here).",
+        hint="Write down, batch by batch, the watermark each ran with and whether its late "
+        "heartbeat was dropped; an alert is raised only when its rule starts firing.",
+    )
