@@ -7,7 +7,9 @@ check sets, against lab 04's processor, with the other handler taken from the co
 solution so that each exercise is graded on its own. Then Spark checks on generated files with
 ``trigger(availableNow=True)``, asserting on the session's settings, on what is in the
 checkpoint, on the change feed and on the progress reports, never on timings. The predictions
-(6.3, 6.8) are compared with what Spark does on the same input, computed here.
+(6.3, 6.8, 6.11) are compared with what Spark does on the same input, computed here. The Spark
+UI's state metrics (6.9) are read from an execution its REST API served (``data/``); the alert
+rule (6.10) is provoked on hand-made rows and on the rows of a real query.
 """
 
 import json
@@ -1545,10 +1547,6 @@ STATE_MEMORY = "memory used by state"
 
 def _tour() -> dict:
     return json.loads(UI_TOUR.read_text())
-
-
-def _metrics(node: dict) -> dict[str, str]:
-    return {m["name"]: m["value"] for m in node["metrics"]}
 
 
 def _ui_state(nb, execution: dict, what: str) -> dict:
