@@ -93,6 +93,12 @@ def connect(session: nox.Session) -> None:
 
 
 @nox.session
+def hub(session: nox.Session) -> None:
+    """Look inside the running hub: partitions, sequence numbers, recent events, readers."""
+    run_module(session, "streamlab.hub_explorer")
+
+
+@nox.session
 def check(session: nox.Session) -> None:
     """Grade your labs: `nox -s check` for all, `nox -s check -- 04` for one."""
     env = course_env(session)

@@ -5,7 +5,8 @@ and streams over parquet files with that exact schema, written by the check the 
 would store the events (partition from ``streamlab.hub.partition_for_key``, sequence numbers
 per partition). The predictions are compared with what Spark does on the notebook's input:
 ``from_json`` on the same bodies (1.1), and the ``eventhubs`` source reading a fresh
-emulator twice on one checkpoint (1.5).
+emulator twice on one checkpoint (1.5), and the partitions and sequence numbers a fresh
+emulator gives the heartbeats of ``HEARTBEAT_ROUNDS``, read back with the hub explorer (1.6).
 """
 
 import json
@@ -25,6 +26,7 @@ from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
 from streamlab.grading import CheckFailed, exercise, expect_equal
 from streamlab.hub import Hub as EmulatedHub
 from streamlab.hub import partition_for_key
+from streamlab.hub_explorer import explore
 
 EVENT_COLUMNS = EVENTHUBS_SCHEMA.fieldNames()
 HEARTBEAT_COLUMNS = ["machine_name", "machine_time", "event_time", "partition", "sequence_number"]
@@ -491,5 +493,65 @@ def test_restart_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
         answer,
         spark_says,
         "Your prediction against the progress report of the second run.",
+        hint=hint,
+    )
+
+
+# --- The hub: where each machine's heartbeats land ------------------------------------------
+
+
+def _landing_on_a_fresh_hub(rounds) -> dict:
+    """Send the rounds as the notebook does; what the hub stored, machine by machine."""
+    logging.getLogger("azure").setLevel(logging.ERROR)
+    with EmulatedHub(eventhubs={"heartbeats": PARTITIONS}) as hub:
+        with EventHubProducerClient.from_connection_string(
+            hub.connection_string, eventhub_name="heartbeats"
+        ) as producer:
+            for second, machines in enumerate(rounds):
+                for machine in machines:
+                    batch = producer.create_batch(partition_key=machine)
+                    batch.add(EventData(body(machine, second)))
+                    producer.send_batch(batch)
+        sent = sum(len(machines) for machines in rounds)
+        [heartbeats] = explore(hub.connection_string, ["heartbeats"], recent=sent).eventhubs
+    landing: dict = {}
+    for partition in heartbeats.partitions:
+        for event in partition.recent:
+            landing.setdefault(event.partition_key, (partition.id, []))[1].append(
+                event.sequence_number
+            )
+    return landing
+
+
+@exercise("1.6", timeout=120)
+def test_landing_prediction_matches_the_hub(nb):
+    predicted, rounds = nb.LANDING, nb.HEARTBEAT_ROUNDS
+    machines = sorted({machine for machines in rounds for machine in machines})
+    if not isinstance(predicted, dict) or sorted(predicted) != machines:
+        raise CheckFailed(
+            f"LANDING should be a dict with one entry per machine of HEARTBEAT_ROUNDS "
+            f"({', '.join(machines)}); it is {predicted!r}."
+        )
+    try:
+        answer = {m: (str(predicted[m][0]), list(predicted[m][1])) for m in machines}
+    except (TypeError, IndexError, KeyError):
+        raise CheckFailed(
+            "Each entry of LANDING should be a pair (partition, sequence_numbers), for example "
+            f'("3", [0, 1]); got {predicted!r}.'
+        ) from None
+    hub_says = _landing_on_a_fresh_hub(rounds)
+    hint = ""
+    if any(answer[m][0] != hub_says[m][0] for m in machines):
+        hint = "The partition comes from the key alone: partition_for_key(name, 4)."
+    elif answer != hub_says:
+        hint = (
+            "Sequence numbers count a partition's events, whoever sent them: machines that "
+            "share a partition share its count."
+        )
+    expect_equal(
+        answer,
+        hub_says,
+        "Your prediction against the partition and sequence numbers the hub gave each "
+        "machine's heartbeats.",
         hint=hint,
     )

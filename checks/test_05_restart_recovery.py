@@ -27,7 +27,7 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.grading import CheckFailed, exercise, expect_equal
-from streamlab.grading.heartbeat_checks import ReferenceHeartbeatProcessor
+from streamlab.grading.heartbeat_checks import ReferenceHeartbeatProcessor, handler_must_yield
 from streamlab.grading.verdict import query_cause
 from streamlab.monitor import batch_writer
 from streamlab.solutions import load_solution
@@ -430,16 +430,8 @@ class Hub:
                 del self.log[partition]
             if rows:
                 rows_by_partition[partition] = rows
-        try:
+        with handler_must_yield(f"{self.name}'s handler", "transition_row(...)"):
             out = spark_batch(self.tester, START_MS + now, rows_by_partition)
-        except TypeError as error:
-            if "NoneType" in str(error) and "iter" in str(error):
-                raise CheckFailed(
-                    f"{self.name}: a handler returned None.",
-                    expected="a generator that yields transition_row(...) for each change",
-                    actual="None",
-                ) from None
-            raise
         return _summ(out, self.name)
 
     def run(

@@ -39,7 +39,7 @@ from streamlab.restart_trials import (
     try_restart,
 )
 from streamlab.solutions import load_solution
-from streamlab.tws_batches import pending_timers
+from streamlab.tws_batches import pending_timers, spark_batch, spark_initial_state
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -65,22 +65,14 @@ def _row(machine: str, second: float, partition: str = "0") -> Row:
 
 def _spark_batch(tester: TwsTester, now: int, rows_by_key: dict) -> list:
     """One micro-batch at processing time ``now`` in Spark's order: every key's rows, then the
-    timers that are due (``setProcessingTime`` would fire the timers first)."""
-    tester._currentProcessingTimeMs = now
-    out = []
-    for key, rows in rows_by_key.items():
-        out += _rows(lambda k=key, r=rows: tester.test(k, r), "handleInputRows")
-    return out + _rows(tester._handleExpiredTimers, "handleExpiredTimer")
-
-
-def _rows(call, who: str) -> list:
+    timers that are due; a handler that returns None gets a sentence, not a TypeError."""
     try:
-        return list(call())
+        return spark_batch(tester, now, rows_by_key)
     except TypeError as error:
         if "NoneType" in str(error) and "iter" in str(error):
             raise CheckFailed(
-                f"{who} returned None: it should yield its rows (a generator that yields "
-                f"nothing is fine)."
+                "handleInputRows or handleExpiredTimer returned None: each should yield its rows "
+                "(a generator that yields nothing is fine)."
             ) from None
         raise
 
@@ -621,16 +613,12 @@ def _migrated(nb, at_s: int, rows: list[Row]) -> TwsTester:
     if not isinstance(processor, LAB05.CatchUpProcessor):
         raise CheckFailed("MigratingCatchUpProcessor should subclass LAB05.CatchUpProcessor.")
     tester = TwsTester(processor, timeMode="ProcessingTime")
-    tester._currentProcessingTimeMs = START_MS + at_s * 1000
-    for row in rows:
-        tester.handle.setGroupingKey(row.partition)
-        result = processor.handleInitialState((row.partition,), row, tester._getTimerValues())
-        if result is not None:
-            list(result)  # a generator runs only when iterated, as Spark would not
-            raise CheckFailed(
-                "handleInitialState should return None: it sets up state and emits nothing "
-                "(a `yield` makes it a generator that Spark never runs)."
-            )
+    returned = spark_initial_state(tester, START_MS + at_s * 1000, [(r.partition, r) for r in rows])
+    if any(result is not None for result in returned):
+        raise CheckFailed(
+            "handleInitialState should return None: it sets up state and emits nothing "
+            "(a `yield` makes it a generator that Spark never runs)."
+        )
     return tester
 
 

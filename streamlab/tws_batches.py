@@ -11,8 +11,9 @@ Spark never does: there the heartbeat comes first.
 :func:`spark_batch` keeps Spark's order. It needs two private members of ``TwsTester``
 (``_currentProcessingTimeMs`` and ``_handleExpiredTimers``); :func:`pending_timers` and
 :func:`register_timer` reach into the tester's in-memory handle (``handle._timers``,
-``handle.setGroupingKey``). Every use goes through :func:`_require`, which raises
-:class:`TwsTesterChanged` with a sentence when a PySpark release no longer has them.
+``handle.setGroupingKey``), and :func:`spark_initial_state` into both (``_getTimerValues``).
+Every use goes through :func:`_require`, which raises :class:`TwsTesterChanged` with a sentence
+when a PySpark release no longer has them.
 
     tester = TwsTester(processor, timeMode="ProcessingTime")
     spark_batch(tester, 1_000, {"m1": [Row(machine_name="m1")]})   # rows of m1, then due timers
@@ -93,3 +94,24 @@ def register_timer(tester, key, expiry_ms: int) -> None:
     _require(tester, "handle.setGroupingKey", "handle.registerTimer")
     tester.handle.setGroupingKey(key)
     tester.handle.registerTimer(expiry_ms)
+
+
+def spark_initial_state(tester, now_ms: int, rows: list[tuple]) -> list:
+    """Hand ``handleInitialState`` the ``(key, row)`` pairs of an initial state at ``now_ms``.
+
+    ``TwsTester(initialStateRow=...)`` does the same at processing time 0, where a processor
+    that arms its timers from the clock cannot be tested. Returns what each call returned:
+    Spark ignores it, so a generator there (a ``yield``) is a handler that never runs.
+    """
+    _require(tester, "_currentProcessingTimeMs", "_getTimerValues", "handle.setGroupingKey")
+    if now_ms < tester._currentProcessingTimeMs:
+        raise ValueError(
+            f"an initial state at {now_ms} ms after a batch at {tester._currentProcessingTimeMs} "
+            f"ms: processing time only moves forward"
+        )
+    tester._currentProcessingTimeMs = now_ms
+    returned = []
+    for key, row in rows:
+        tester.handle.setGroupingKey(key)
+        returned.append(tester.processor.handleInitialState((key,), row, tester._getTimerValues()))
+    return returned

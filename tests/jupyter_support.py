@@ -25,6 +25,27 @@ from streamlab.paths import REPO_ROOT
 TOKEN = "course-test-token"
 
 
+def notebook_folder(tmp_path: Path, name: str, cells: list[str]) -> Path:
+    """A folder ``notebooks`` in ``tmp_path`` holding one notebook of these code cells."""
+    import nbformat
+
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(notebook, folder / name)
+    return folder
+
+
+def course_pythonpath() -> str:
+    """PYTHONPATH for a kernel that imports the course's package from this repository."""
+    return os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

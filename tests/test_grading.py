@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from grader_runs import run_grader
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from streamlab import registry
@@ -178,28 +178,6 @@ def test_grade_json_has_the_documented_shape():
     assert "Expected 5 rows." in text and text.splitlines()[-1].startswith("1 passed, ")
 
 
-def _grade(
-    notebooks: Path | str, *labs: str, json_path: Path, extra: tuple[str, ...] = ()
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "streamlab.grading",
-            "--notebooks",
-            str(notebooks),
-            "--json",
-            str(json_path),
-            *extra,
-            *labs,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        timeout=600,
-    )
-
-
 def _with_cell(source_dir: Path, target_dir: Path, exercise: str, new_source: str) -> None:
     """Copy lab 00's notebook from source_dir to target_dir with one exercise cell replaced."""
     lab = registry.lab("00")
@@ -214,7 +192,7 @@ def _with_cell(source_dir: Path, target_dir: Path, exercise: str, new_source: st
 
 def test_the_untouched_labs_grade_as_not_started(tmp_path):
     # Not started is not a failure (exit 0 without --complete), but --complete tells: 3.
-    out = _grade("labs", json_path=tmp_path / "grade.json", extra=("--complete",))
+    out = run_grader("labs", json_path=tmp_path / "grade.json", extra=("--complete",))
     assert out.returncode == 3, out.stdout + out.stderr
     graded = json.loads((tmp_path / "grade.json").read_text())
     total = 0
@@ -231,7 +209,7 @@ def test_the_untouched_labs_grade_as_not_started(tmp_path):
 
 
 def test_the_solutions_pass_every_check(tmp_path):
-    out = _grade("solutions", json_path=tmp_path / "grade.json", extra=("--complete",))
+    out = run_grader("solutions", json_path=tmp_path / "grade.json", extra=("--complete",))
     assert out.returncode == 0, out.stdout + out.stderr
     graded = json.loads((tmp_path / "grade.json").read_text())
     assert graded["complete"] is True and graded["progress"]["next"] is None
@@ -263,7 +241,7 @@ def test_broken_cells_get_one_line_reasons(tmp_path):
             cell.source = "def summarise_progress(progress):\n    while True:\n        pass\n"
     nbformat.write(notebook, nb_path)
 
-    out = _grade(
+    out = run_grader(
         notebooks, "00", json_path=tmp_path / "grade.json", extra=("--max-check-seconds", "3")
     )
     assert out.returncode == 1

@@ -8,13 +8,11 @@ it), then the real grader.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from grader_runs import run_grader
 from jupyter_client import BlockingKernelClient
 from jupyter_support import TOKEN, running_jupyterlab
 
@@ -69,23 +67,7 @@ def test_a_stub_graded_while_the_kernel_ran_a_solution_asks_did_you_save(tmp_pat
             assert reply["content"]["status"] == "ok"
         finally:
             client.stop_channels()
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "streamlab.grading",
-                "00",
-                "--notebooks",
-                str(notebooks),
-                "--json",
-                str(grade_json),
-            ],
-            capture_output=True,
-            text=True,
-            cwd=REPO_ROOT,
-            timeout=300,
-            env={**os.environ, **env},
-        )
+        out = run_grader(notebooks, "00", json_path=grade_json, timeout=300, env=env)
     graded = json.loads(grade_json.read_text())
     assert out.returncode == 0, out.stdout + out.stderr
     assert [w["exercise"] for w in graded["unsaved"]] == ["0.3"], graded["unsaved"]

@@ -8,12 +8,16 @@ and watches Producer 1's badge turn blue, then green.
 
 from __future__ import annotations
 
-import os
 import signal
 
-import nbformat
 import pytest
-from jupyter_support import TOKEN, run_all_cells, running_jupyterlab
+from jupyter_support import (
+    TOKEN,
+    course_pythonpath,
+    notebook_folder,
+    run_all_cells,
+    running_jupyterlab,
+)
 
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
@@ -84,18 +88,10 @@ RECORD_BADGES = """() => {
 @pytest.fixture
 def jupyter(tmp_path):
     """JupyterLab and its hub (through ``streamlab.lab_launcher``) on a folder with the board notebook."""
-    notebooks = tmp_path / "notebooks"
-    notebooks.mkdir()
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    notebook.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(notebook, notebooks / "board.ipynb")
+    notebooks = notebook_folder(tmp_path, "board.ipynb", CELLS)
     env = {
         "STREAMLAB_SPARK_MASTER": "local[2]",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": course_pythonpath(),
     }
     with running_jupyterlab(tmp_path, f"--notebook-dir={notebooks}", env=env) as lab:
         yield lab.base, lab.process

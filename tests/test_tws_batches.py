@@ -13,6 +13,7 @@ from streamlab.tws_batches import (
     register_timer,
     spark_batch,
     spark_batch_by_handler,
+    spark_initial_state,
 )
 
 TIMEOUT_MS = 5_000
@@ -38,6 +39,14 @@ class Countdown(StatefulProcessor):
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
         self.status.update(("down",))
         yield Row(key=key[0], status="down", at=timerValues.getCurrentProcessingTimeInMs())
+
+
+class Resumed(Countdown):
+    """Countdown started from an earlier monitor's state: ``last_ms``, the key's last heartbeat."""
+
+    def handleInitialState(self, key, initialState, timerValues):
+        self.status.update(("up",))
+        self.handle.registerTimer(initialState.last_ms + TIMEOUT_MS)
 
 
 BEAT = [Row(machine_name="m1")]
@@ -101,6 +110,42 @@ def test_a_story_can_start_with_a_timer_registered_from_outside():
     assert tester.peekValueState("status", "m7") == ("down",)
 
 
+def test_an_initial_state_is_taken_at_the_given_processing_time():
+    tester = TwsTester(Resumed(), timeMode="ProcessingTime")
+    returned = spark_initial_state(
+        tester, 10_000, [("m1", Row(last_ms=9_000)), ("m2", Row(last_ms=7_000))]
+    )
+    assert returned == [None, None]
+    assert tester.peekValueState("status", "m2") == ("up",)
+    assert pending_timers(tester, "m1") == [14_000] and pending_timers(tester, "m2") == [12_000]
+    assert spark_batch(tester, 11_000, {}) == []
+    assert statuses(spark_batch(tester, 12_000, {})) == [("m2", "down", 12_000)]
+
+
+def test_an_initial_state_sees_the_clock_it_is_given():
+    seen = []
+
+    class Clock(Countdown):
+        def handleInitialState(self, key, initialState, timerValues):
+            seen.append((key, timerValues.getCurrentProcessingTimeInMs()))
+
+    tester = TwsTester(Clock(), timeMode="ProcessingTime")
+    spark_initial_state(tester, 5_000, [("m1", Row(last_ms=0))])
+    assert seen == [(("m1",), 5_000)]
+    with pytest.raises(ValueError, match="only moves forward"):
+        spark_initial_state(tester, 4_000, [("m1", Row(last_ms=0))])
+
+
+def test_what_handleInitialState_returns_is_handed_back():
+    class Yielding(Countdown):
+        def handleInitialState(self, key, initialState, timerValues):
+            yield Row(key=key[0])
+
+    tester = TwsTester(Yielding(), timeMode="ProcessingTime")
+    (returned,) = spark_initial_state(tester, 1_000, [("m1", Row(last_ms=0))])
+    assert list(returned) == [Row(key="m1")]
+
+
 class WithoutPrivates:
     """A TwsTester of a PySpark release that renamed its private members."""
 
@@ -117,6 +162,7 @@ class WithoutPrivates:
         (lambda t: spark_batch(t, 1_000, {}), "_currentProcessingTimeMs"),
         (lambda t: pending_timers(t, "m1"), "handle._timers.listTimers"),
         (lambda t: register_timer(t, "m1", 1_000), "handle.setGroupingKey"),
+        (lambda t: spark_initial_state(t, 1_000, []), "_currentProcessingTimeMs"),
     ],
 )
 def test_a_tester_without_the_private_members_gets_a_sentence(call, member):

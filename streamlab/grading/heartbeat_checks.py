@@ -11,11 +11,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 
+from streamlab.grading.expect import CheckFailed
 from streamlab.tws_batches import pending_timers
 
 _STATE_CALLS = (
@@ -37,8 +39,23 @@ _STATE_CALLS = (
 _HANDLE_CALLS = ("registerTimer", "deleteTimer", "listTimers", "deleteIfExists")
 
 
-class NothingReturned(AssertionError):
-    """A handler returned None instead of an iterator of rows."""
+@contextmanager
+def handler_must_yield(who: str, rows: str = "status_row(...)"):
+    """Turn the TypeError of a handler that returned None into a sentence that says so.
+
+    ``who`` names the handler (or processor) in the sentence; ``rows`` is what it should yield.
+    """
+    try:
+        yield
+    except TypeError as error:
+        if "NoneType" in str(error) and "iter" in str(error):
+            raise CheckFailed(
+                f"{who} returned None: it should yield its rows (a handler that yields nothing "
+                "is fine: it returns an empty generator).",
+                expected=f"a generator that yields {rows} for each change",
+                actual="None",
+            ) from None
+        raise
 
 
 def epoch_ms(value) -> int | None:
@@ -177,16 +194,8 @@ class ProcessorStory:
         return self._rows(lambda: self.tester.test(key, rows), "handleInputRows")
 
     def _rows(self, call, method: str) -> list[tuple]:
-        try:
+        with handler_must_yield(f"{self.name}.{method}"):
             out = call()
-        except TypeError as error:
-            if "NoneType" in str(error) and "iter" in str(error):
-                raise NothingReturned(
-                    f"{self.name}.{method} returned None. It should return an iterator of Row "
-                    "objects: yield status_row(...) when the status changes (a method that "
-                    "yields nothing is fine: it returns an empty generator)."
-                ) from None
-            raise
         return status_tuples(out, self.name, method)
 
     def has_state(self, key) -> bool:

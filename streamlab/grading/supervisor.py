@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -179,26 +179,48 @@ def _run_child(
     os.close(write_fd)
     activity = _Activity("idle", time.monotonic() + IDLE_LIMIT, IDLE_LIMIT)
     finished = False
+    try:
+        # The deadline is the newest activity's: each event may move it.
+        for event in _events(child, read_fd, lambda: activity.deadline):  # noqa: B023
+            if event.get("event") == EventKind.DONE:
+                finished = True
+            activity = _follow(event, activity, outcome, plan, cell_limit, cap)
+            if on_result and event.get("event") == EventKind.RESULT:
+                on_result(outcome.results[-1])
+    except _OutOfTime:
+        return finished, activity, None
+    finally:
+        os.close(read_fd)
+        _kill(child)
+    return finished, activity, child.returncode
+
+
+class _OutOfTime(Exception):
+    """What the child announced outlived its limit."""
+
+
+def _events(child: subprocess.Popen, read_fd: int, deadline: Callable[[], float]) -> Iterator[dict]:
+    """The child's events as they come, until it exits; :class:`_OutOfTime` when ``deadline()``
+    (which each event may move) passes first."""
     buffer = b""
     selector = selectors.DefaultSelector()
     selector.register(read_fd, selectors.EVENT_READ)
     open_pipe = True
     try:
         while True:
-            left = activity.deadline - time.monotonic()
+            left = deadline() - time.monotonic()
             if left <= 0:
-                _kill(child)
-                return finished, activity, None
+                raise _OutOfTime
             if not open_pipe:
                 try:
                     child.wait(timeout=min(left, 0.5))
                 except subprocess.TimeoutExpired:
                     continue
-                return finished, activity, child.returncode
+                return
             if not selector.select(timeout=min(left, 1.0)):
                 if child.poll() is not None:
                     # Dead, though something it started may still hold the pipe open.
-                    return finished, activity, child.returncode
+                    return
                 continue
             chunk = os.read(read_fd, 65536)
             if not chunk:
@@ -211,15 +233,9 @@ def _run_child(
                     event = json.loads(line)
                 except ValueError:
                     continue  # something else wrote to the pipe; the events still count
-                if event.get("event") == EventKind.DONE:
-                    finished = True
-                activity = _follow(event, activity, outcome, plan, cell_limit, cap)
-                if on_result and event.get("event") == EventKind.RESULT:
-                    on_result(outcome.results[-1])
+                yield event
     finally:
         selector.close()
-        os.close(read_fd)
-        _kill(child)
 
 
 def _follow(

@@ -188,6 +188,7 @@ def _outbound(
             epoch if isinstance(epoch, int) else None,
             link,
             lambda why: link.detach(Condition.LINK_STOLEN, why),
+            cursor,
         )
     except BrokerError:
         link.close()

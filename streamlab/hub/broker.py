@@ -27,6 +27,10 @@ _SELECTOR = re.compile(
 )
 
 
+#: The management type that lists an event hub's receivers (the emulator's own; Azure has none).
+RECEIVERS = "com.streamlab:receivers"
+
+
 class BrokerError(Exception):
     """An error the client should see as an AMQP error (condition + description)."""
 
@@ -60,6 +64,18 @@ def parse_address(address: str) -> tuple[str, str | None, str | None]:
 
 
 @dataclass
+class Cursor:
+    """Where a receiver starts: a sequence number, and a test for the first event.
+
+    The test matters only when the requested position lies beyond the events that
+    exist (an offset or time in the future): later events are skipped until one passes.
+    """
+
+    seq: int
+    accept: Callable[[Record], bool] | None = None
+
+
+@dataclass
 class Partition:
     """One partition: its log and the callbacks to run when events are appended."""
 
@@ -71,6 +87,8 @@ class Partition:
     owners: dict[str, dict[object, tuple[int | None, Callable[[str], None]]]] = field(
         default_factory=dict
     )
+    # Where each receiver stands, for the management interface: token -> (group, cursor).
+    readers: dict[object, tuple[str, Cursor]] = field(default_factory=dict)
 
     def notify(self) -> None:
         for listener in list(self.listeners):
@@ -83,18 +101,6 @@ class EventHub:
     created_ms: int
     partitions: list[Partition]
     next_round_robin: int = 0
-
-
-@dataclass
-class Cursor:
-    """Where a receiver starts: a sequence number, and a test for the first event.
-
-    The test matters only when the requested position lies beyond the events that
-    exist (an offset or time in the future): later events are skipped until one passes.
-    """
-
-    seq: int
-    accept: Callable[[Record], bool] | None = None
 
 
 class Broker:
@@ -221,8 +227,11 @@ class Broker:
         epoch: int | None,
         token: object,
         on_stolen: Callable[[str], None],
+        cursor: Cursor | None = None,
     ) -> None:
-        """Register a receiver; apply Event Hubs' exclusive (epoch) receiver rules."""
+        """Register a receiver; apply Event Hubs' exclusive (epoch) receiver rules.
+
+        ``cursor``: where the receiver reads, shown by :meth:`receivers`."""
         owners = part.owners.setdefault(group.lower(), {})
         epochs = [e for e, _ in owners.values() if e is not None]
         top = max(epochs) if epochs else None
@@ -237,9 +246,12 @@ class Broker:
                     del owners[other]
                     stolen(f"New receiver with higher epoch {epoch} was created for {where}.")
         owners[token] = (epoch, on_stolen)
+        if cursor is not None:
+            part.readers[token] = (group, cursor)
 
     def release(self, part: Partition, group: str, token: object) -> None:
         part.owners.get(group.lower(), {}).pop(token, None)
+        part.readers.pop(token, None)
 
     # ---------------------------------------------------------------- management
 
@@ -267,6 +279,18 @@ class Broker:
             "last_enqueued_time_utc": Timestamp(enqueued),
             "is_partition_empty": part.log.is_empty,
         }
+
+    def receivers(self, name: str) -> dict[str, Any]:
+        """Each open receiver of an event hub: its partition, consumer group and the sequence
+        number it delivers next (everything before it has left the hub for that receiver)."""
+        hub = self.hub(name)
+        found = [
+            {"partition": part.id, "consumer_group": group, "next_sequence_number": cursor.seq}
+            for part in hub.partitions
+            for group, cursor in part.readers.values()
+        ]
+        found.sort(key=lambda r: (int(r["partition"]), r["consumer_group"].lower()))
+        return {"name": hub.name, "type": RECEIVERS, "receivers": found}
 
     def runtime_metrics(self, part: Partition) -> dict[str, Any]:
         """Delivery annotations for consumers that track the last enqueued event."""

@@ -1,5 +1,8 @@
 """The request/response nodes: ``$cbs`` (put-token) and ``$management`` (READ properties).
 
+Besides the service's two READ types, ``$management`` answers ``com.streamlab:receivers``:
+the open receivers of an event hub and where each stands, for the hub explorer.
+
 A request's answer is a status code, a description and a body, computed from the broker, what
 the connection holds (its policy keys, the grants of the tokens it put) and the request: no
 socket, no link, so each answer can be tested on its own. The service's own codes and texts
@@ -12,7 +15,7 @@ import time
 from typing import Any
 
 from .auth import Grant, TokenError, check_token, resource_path
-from .broker import Broker, BrokerError
+from .broker import RECEIVERS, Broker, BrokerError
 from .conditions import Condition
 from .message import Request
 
@@ -43,7 +46,8 @@ def put_token(
 
 
 def read(broker: Broker, grants: list[Grant], request: Request, now: float | None = None) -> Answer:
-    """``$management``: an event hub's or a partition's properties, for a token that covers it."""
+    """``$management``: an event hub's or a partition's properties, or its receivers, for a
+    token that covers it."""
     props = request.properties
     name = str(props.get("name", ""))
     now = time.time() if now is None else now
@@ -57,6 +61,8 @@ def read(broker: Broker, grants: list[Grant], request: Request, now: float | Non
             return 200, "OK", broker.eventhub_properties(name)
         if kind == "com.microsoft:partition":
             return 200, "OK", broker.partition_properties(name, str(props.get("partition")))
+        if kind == RECEIVERS:
+            return 200, "OK", broker.receivers(name)
     except BrokerError as exc:
         return (404 if exc.condition == Condition.NOT_FOUND else 400), exc.description, None
     return 400, f"unsupported type {kind!r}", None

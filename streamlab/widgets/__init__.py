@@ -6,6 +6,8 @@
   green Healthy, red Unhealthy), a log of transitions and how late the board saw them; fed
   from a memory-sink table or from the ``status`` event hub, in a background thread.
 - :class:`BacklogMeter`: events behind per partition of a query's ``eventhubs`` source.
+- :class:`HubExplorer`: each event hub's partitions, sequence numbers, newest events and
+  readers, read again on its Refresh button.
 - :class:`AlertFeed`: the alerts of :mod:`streamlab.alerts`, from a listener or the ``alerts``
   event hub.
 
@@ -21,12 +23,14 @@ None blocks the kernel::
 from streamlab.widgets.alerts import AlertFeed
 from streamlab.widgets.backlog import BacklogMeter
 from streamlab.widgets.board import COLOURS, StatusBoard, Transition
+from streamlab.widgets.hub_explorer import HubExplorer
 from streamlab.widgets.producers import ProducerPanel, ProducerRow
 
 __all__ = [
     "COLOURS",
     "AlertFeed",
     "BacklogMeter",
+    "HubExplorer",
     "ProducerPanel",
     "ProducerRow",
     "StatusBoard",

@@ -96,3 +96,26 @@ def test_management_refuses_what_no_token_covers_and_says_what_it_cannot_do(brok
     )
     write = Request(None, {"operation": "UPDATE", "name": "heartbeats"}, None)
     assert nodes.read(broker, everything, write) == (400, "unsupported operation 'UPDATE'", None)
+
+
+def test_management_reads_where_each_receiver_stands(broker):
+    part = broker.partition("heartbeats", "2")
+    cursor = broker.open_cursor(part, "amqp.annotation.x-opt-sequence-number >= '7'")
+    token = object()
+    broker.claim(part, "Dashboards", None, token, lambda why: None, cursor)
+    grants = [Grant("heartbeats", AN_HOUR)]
+    answer = nodes.read(broker, grants, _read("heartbeats", "com.streamlab:receivers"))
+    assert answer == (
+        200,
+        "OK",
+        {
+            "name": "heartbeats",
+            "type": "com.streamlab:receivers",
+            "receivers": [
+                {"partition": "2", "consumer_group": "Dashboards", "next_sequence_number": 7}
+            ],
+        },
+    )
+    broker.release(part, "Dashboards", token)
+    answer = nodes.read(broker, grants, _read("heartbeats", "com.streamlab:receivers"))
+    assert answer[2]["receivers"] == []
