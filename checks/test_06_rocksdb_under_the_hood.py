@@ -7,7 +7,9 @@ check sets, against lab 04's processor, with the other handler taken from the co
 solution so that each exercise is graded on its own. Then Spark checks on generated files with
 ``trigger(availableNow=True)``, asserting on the session's settings, on what is in the
 checkpoint, on the change feed and on the progress reports, never on timings. The predictions
-(6.3, 6.8) are compared with what Spark does on the same input, computed here.
+(6.3, 6.8, 6.11) are compared with what Spark does on the same input, computed here. The Spark
+UI's state metrics (6.9) are read from an execution its REST API served (``data/``); the alert
+rule (6.10) is provoked on hand-made rows and on the rows of a real query.
 """
 
 import json
@@ -1043,14 +1045,29 @@ def _settings(spark, settings: dict):
 
 def _heartbeats(folder: Path, name: str, machines: list[str], order: int | None = None) -> None:
     """One JSON file of heartbeats; ``order`` fixes the order the file source reads files in."""
-    folder.mkdir(parents=True, exist_ok=True)
     lines = [
         json.dumps({"machine_name": m, "machine_time": "2026-11-22T10:00:00Z"}) for m in machines
     ]
-    path = folder / f"{name}.json"
+    _heartbeats_file(folder, f"{name}.json", lines, order)
+
+
+def _heartbeats_file(folder: Path, name: str, lines: list[str], order: int | None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
     path.write_text("\n".join(lines) + "\n")
     if order is not None:
         os.utime(path, (1_700_000_000 + order,) * 2)
+
+
+def _noop_writer(df, name: str, checkpoint, mode: str = "update"):
+    """``df`` to the noop sink with ``availableNow``: what the source holds now, then stop."""
+    return (
+        df.writeStream.format("noop")
+        .queryName(name)
+        .outputMode(mode)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+    )
 
 
 def _cause(error: BaseException) -> str:
@@ -1085,13 +1102,7 @@ def _run(
         .groupBy("machine_name")
         .agg(F.count("*").alias("heartbeats"))
     )
-    writer = (
-        counts.writeStream.format("noop")
-        .queryName(name)
-        .outputMode("update")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-    )
+    writer = _noop_writer(counts, name, checkpoint)
     assert spark.conf.get("spark.sql.streaming.stateStore.providerClass") == ROCKSDB, (
         "The session should use the RocksDB provider (a course bug if it does not)."
     )
@@ -1521,4 +1532,383 @@ def test_the_predicted_writes_are_what_spark_writes(nb, spark, tmp_path):
         hint="A value is written whole whenever its key has a row in the batch: one machine "
         "per value for the first design, every machine the partition holds so far for the "
         "second.",
+    )
+
+
+# --- 6.9 · the SQL tab's state metrics -----------------------------------------------------
+# One SQL execution as the UI's REST API served it: batch 1 of the notebook's ui_tour query
+# (PySpark 4.3.0, local[2]), with the progress report of the same batch.
+
+UI_TOUR = Path(__file__).with_name("data") / "06_ui_tour_batch1.json"
+TOTAL_ROWS = "number of total state rows"
+UPDATED_ROWS = "number of updated state rows"
+STATE_MEMORY = "memory used by state"
+
+
+def _tour() -> dict:
+    return json.loads(UI_TOUR.read_text())
+
+
+def _ui_state(nb, execution: dict, what: str) -> dict:
+    state = nb.ui_state(json.loads(json.dumps(execution)))
+    if not isinstance(state, dict):
+        raise CheckFailed(
+            f"ui_state() of {what} should return a dict; it returned {type(state).__name__}."
+        )
+    return state
+
+
+def _numbers(nb, execution: dict, what: str) -> dict:
+    """What the learner read, with each number's type beside it (an int must be an int)."""
+    return {
+        node: {key: (type(value).__name__, value) for key, value in numbers.items()}
+        if isinstance(numbers, dict)
+        else numbers
+        for node, numbers in _ui_state(nb, execution, what).items()
+    }
+
+
+def _typed(state: dict[str, tuple[int, int, float]]) -> dict:
+    return {
+        node: {
+            "rows_total": ("int", rows),
+            "rows_updated": ("int", updated),
+            "memory_used_bytes": ("float", memory),
+        }
+        for node, (rows, updated, memory) in state.items()
+    }
+
+
+@exercise("6.9")
+def test_ui_state_reads_a_real_batch(nb):
+    tour = _tour()
+    report = {op["operatorName"]: op for op in tour["progress"]["stateOperators"]}
+    # The rows counted in the SQL tab are the report's; its memory, a tenth of a KiB rounded.
+    expected = {
+        "StreamingDeduplicate": (
+            report["dedupe"]["numRowsTotal"],
+            report["dedupe"]["numRowsUpdated"],
+            4.2 * 1024,
+        ),
+        "StateStoreSave": (
+            report["stateStoreSave"]["numRowsTotal"],
+            report["stateStoreSave"]["numRowsUpdated"],
+            4.2 * 1024,
+        ),
+    }
+    expect_equal(
+        _numbers(nb, tour["execution"], "batch 1 of ui_tour"),
+        _typed(expected),
+        "ui_state() of batch 1 of ui_tour (the REST API's answer, as the cell above shows it) "
+        "should have one entry per node with state metrics, keyed by nodeName; each "
+        "(type, value): rows as int, memory in bytes as float.",
+        hint="Find the nodes by their metrics, not by their names; metric_value() reads "
+        "'4.2 KiB' and the 'total (min, med, max ...)' form.",
+    )
+
+
+@exercise("6.9")
+def test_ui_state_finds_state_by_its_metrics_not_by_a_node_name(nb):
+    execution = _tour()["execution"]
+    renamed = {"StreamingDeduplicate": "TransformWithStateInPySpark", "StateStoreSave": "Custom"}
+    for node in execution["nodes"]:
+        node["nodeName"] = renamed.get(node["nodeName"], node["nodeName"])
+    got = _ui_state(nb, execution, "batch 1 with its state nodes renamed")
+    expect_equal(
+        sorted(got),
+        ["Custom", "TransformWithStateInPySpark"],
+        "Every node with a 'number of total state rows' metric holds state, whatever its "
+        "name (a transformWithState node, a future operator): ui_state()'s keys.",
+    )
+
+
+@exercise("6.9")
+def test_ui_state_of_a_batch_without_state_is_empty(nb):
+    execution = _tour()["execution"]
+    for node in execution["nodes"]:
+        node["metrics"] = [m for m in node["metrics"] if "state" not in m["name"]]
+    expect_equal(
+        _ui_state(nb, execution, "an execution without state metrics"),
+        {},
+        "An execution none of whose nodes has 'number of total state rows' (a stateless "
+        "query's batch) has no state to report.",
+    )
+
+
+@exercise("6.9")
+def test_ui_state_reads_each_metric_in_its_unit(nb):
+    execution = _tour()["execution"]
+    values = {
+        TOTAL_ROWS: "1,234",
+        UPDATED_ROWS: "total (min, med, max (stageId: taskId))\n56 (20, 36, 36 (stage 9.0: task 3))",
+        STATE_MEMORY: "total (min, med, max (stageId: taskId))\n2.5 MiB (1.0 MiB, 1.5 MiB, "
+        "1.5 MiB (stage 9.0: task 3))",
+    }
+    for node in execution["nodes"]:
+        if node["nodeName"] == "StateStoreSave":
+            node["metrics"] = [
+                {"name": m["name"], "value": values.get(m["name"], m["value"])}
+                for m in node["metrics"]
+            ]
+            node["metrics"].reverse()  # the REST API promises no order
+    got = _numbers(nb, execution, "batch 1 with other values in StateStoreSave").get(
+        "StateStoreSave"
+    )
+    expect_equal(
+        got,
+        _typed({"StateStoreSave": (1234, 56, 2.5 * 1024**2)})["StateStoreSave"],
+        "StateStoreSave with 'number of total state rows' 1,234, updated rows summed over "
+        "tasks (56) and 2.5 MiB of memory: (type, value) of each.",
+    )
+
+
+# --- 6.10 · state that only grows ----------------------------------------------------------
+
+
+def _row(query, operator, batch, total, input_rows=1):
+    return {
+        "query": query,
+        "batch_id": batch,
+        "input_rows": input_rows,
+        "batch_duration_ms": 100,
+        "operator": operator,
+        "rows_total": total,
+        "rows_updated": 1,
+        "memory_used_bytes": 1000,
+        "commit_time_ms": 10,
+    }
+
+
+def _growing(nb, rows, batches, what):
+    alerts = nb.growing_state([dict(r) for r in rows], batches)
+    if not isinstance(alerts, list):
+        raise CheckFailed(
+            f"growing_state() should return a list of Alerts; on {what} it returned "
+            f"{type(alerts).__name__}."
+        )
+    got = []
+    for alert in alerts:
+        if not hasattr(alert, "rule") or not hasattr(alert, "message"):
+            raise CheckFailed(
+                f"growing_state() should return Alerts (streamlab.alerts.Alert); on {what} "
+                f"the list held {alert!r}."
+            )
+        if not isinstance(alert.message, str) or not alert.message.strip():
+            raise CheckFailed(
+                f"Each alert needs a message for the person on call; on {what} one had "
+                f"{alert.message!r}."
+            )
+        got.append((alert.rule, alert.query, alert.batch_id, alert.value, alert.limit, alert.at))
+    return got
+
+
+def _alert(query, batch, value):
+    return ("state_growing", query, batch, float(value), 0.0, "")
+
+
+def _expect_alerts(nb, rows, batches, expected, why, hint=None):
+    shown = ", ".join(
+        f"({r['query']}, {r['operator']}, batch {r['batch_id']}, {r['rows_total']} rows"
+        f"{', read nothing' if r['input_rows'] == 0 else ''})"
+        for r in rows
+    )
+    expect_equal(
+        _growing(nb, rows, batches, f"rows {shown}"),
+        expected,
+        f"growing_state(rows, batches={batches}) on rows {shown}: {why} "
+        "(rule, query, batch_id, value, limit, at) of each alert.",
+        hint=hint,
+    )
+
+
+def _totals(totals, query="q", operator="dedupe", start=0):
+    return [_row(query, operator, start + b, t) for b, t in enumerate(totals)]
+
+
+@exercise("6.10")
+def test_growing_state_in_each_of_the_last_batches(nb):
+    _expect_alerts(
+        nb,
+        _totals([10, 20, 30, 40]),
+        3,
+        [_alert("q", 3, 30)],
+        "three rises in a row: one alert, for the newest batch, by how much the state rose.",
+    )
+    _expect_alerts(
+        nb,
+        _totals([10, 20, 30]),
+        2,
+        [_alert("q", 2, 20)],
+        "two rises in three batches are enough for batches=2.",
+    )
+
+
+@exercise("6.10")
+def test_a_batch_without_a_rise_is_no_alert(nb):
+    _expect_alerts(
+        nb, _totals([10, 20, 20, 40]), 3, [], "batch 2 kept 20 rows: not a rise, no alert."
+    )
+    _expect_alerts(nb, _totals([10, 20, 15, 40]), 3, [], "batch 2 fell: no alert.")
+
+
+@exercise("6.10")
+def test_rises_need_one_batch_more_than_batches(nb):
+    _expect_alerts(
+        nb,
+        _totals([20, 30, 40]),
+        3,
+        [],
+        "three rows hold two rises: batches=3 needs four rows.",
+    )
+
+
+@exercise("6.10")
+def test_only_the_last_batches_count(nb):
+    _expect_alerts(
+        nb,
+        _totals([50, 10, 20, 30, 40]),
+        3,
+        [_alert("q", 4, 30)],
+        "the fall from 50 to 10 is older than the last three batches: it does not count, and "
+        "the value is the rise over those three.",
+    )
+    _expect_alerts(
+        nb,
+        _totals([10, 20, 30, 40, 40]),
+        3,
+        [],
+        "the newest batch kept 40 rows: the state stopped growing, no alert.",
+    )
+
+
+@exercise("6.10")
+def test_batches_that_read_nothing_are_left_out(nb):
+    rows = (
+        _totals([10, 20]) + [_row("q", "dedupe", 2, 20, input_rows=0)] + _totals([30, 40], start=3)
+    )
+    _expect_alerts(
+        nb,
+        rows,
+        3,
+        [_alert("q", 4, 30)],
+        "batch 2 read nothing: neither a rise nor a break, and not one of the last three.",
+        hint="Keep only the rows with input_rows above 0 before you look at the last batches.",
+    )
+    quiet = _totals([10, 20, 30]) + [_row("q", "dedupe", 3, 40, input_rows=0)]
+    _expect_alerts(
+        nb, quiet, 3, [], "the last batch read nothing: three rows that read input, no alert."
+    )
+
+
+@exercise("6.10")
+def test_each_query_and_operator_on_its_own(nb):
+    rows = []
+    for batch, (dedupe, count, other) in enumerate([(4, 4, 1), (8, 4, 2), (12, 4, 3), (16, 4, 4)]):
+        rows += [
+            _row("beats", "stateStoreSave", batch, count),
+            _row("beats", "dedupe", batch, dedupe),
+            _row("other", "dedupe", batch, other),
+        ]
+    _expect_alerts(
+        nb,
+        rows,
+        3,
+        [_alert("beats", 3, 12), _alert("other", 3, 3)],
+        "per (query, operator): the dedupe of both queries grows, the count does not; in the "
+        "order each pair first appears.",
+    )
+
+
+def _dedupe_then_count(spark, folder: Path, checkpoint, name: str) -> list[dict]:
+    """Five files of the same four machines at a new second each, one file per batch,
+    through dropDuplicates and a count per machine; the progress reports, oldest first."""
+    from pyspark.sql import functions as F
+
+    for second in range(5):
+        lines = [
+            json.dumps({"machine_name": f"m{m}", "machine_time": f"2026-11-22T10:00:0{second}Z"})
+            for m in range(4)
+        ]
+        _heartbeats_file(folder, f"{second}.json", lines, order=second)
+    counts = (
+        spark.readStream.schema("machine_name STRING, machine_time TIMESTAMP")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(folder))
+        .dropDuplicates(["machine_name", "machine_time"])
+        .groupBy("machine_name")
+        .agg(F.count("*").alias("heartbeats"))
+    )
+    query = _noop_writer(counts, name, checkpoint).start()
+    query.awaitTermination()
+    return [json.loads(p.json) for p in query.recentProgress]
+
+
+@exercise("6.10", timeout=150)
+def test_growing_state_provoked_on_a_real_query(nb, spark, tmp_path, checkpoint_dir):
+    from streamlab.alerts import state_growing
+
+    reports = _dedupe_then_count(spark, tmp_path / "incoming", checkpoint_dir, "never_forgets")
+    rows = [row for report in reports for row in _expected(report, ())]
+    for batches in (3, 4, 5):
+        # The course's own rule, on the same reports, says which operator grows and by how much.
+        fired = state_growing(reports, batches)
+        expected = [] if fired is None else [_alert(fired.query, fired.batch_id, fired.value)]
+        _expect_alerts(
+            nb,
+            rows,
+            batches,
+            expected,
+            "the rows a StateMetricsListener collects from a query whose dropDuplicates keeps "
+            "every (machine, time) pair while its count stays at four machines",
+        )
+    assert expected == [], "A course bug: five batches cannot rise five times."
+
+
+# --- 6.11 · predict the alerts -------------------------------------------------------------
+
+LATE_NIGHT = ["10:00:00", "10:01:40", "10:03:20", "10:05:00", "10:06:40"]
+
+
+@exercise("6.11", timeout=150)
+def test_the_predicted_alerts_are_what_the_alerter_raises(nb, spark, tmp_path, checkpoint_dir):
+    from pyspark.sql import functions as F
+
+    from streamlab.alerts import Alerter, Thresholds
+
+    predicted = nb.PREDICTED_ALERTS
+    if not isinstance(predicted, list | tuple) or not all(
+        isinstance(item, list | tuple) and len(item) == 2 for item in predicted
+    ):
+        raise CheckFailed(
+            "PREDICTED_ALERTS should be a list of (rule, batch_id) pairs.",
+            expected="a list such as [('state_growing', 3)]",
+            actual=predicted,
+        )
+    folder = tmp_path / "incoming"
+    for n, on_time in enumerate(LATE_NIGHT):
+        times = [on_time] + (["09:00:00"] if n else [])
+        lines = [
+            json.dumps({"machine_name": "machine-1", "machine_time": f"2026-11-22T{t}Z"})
+            for t in times
+        ]
+        _heartbeats_file(folder, f"{n}.json", lines, order=n)
+    counts = (
+        spark.readStream.schema("machine_name STRING, machine_time TIMESTAMP")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(folder))
+        .withWatermark("machine_time", "10 seconds")
+        .groupBy(F.window("machine_time", "10 seconds"))
+        .count()
+    )
+    query = _noop_writer(counts, "late_night", checkpoint_dir, mode="append").start()
+    query.awaitTermination()
+    alerter = Alerter(Thresholds(max_watermark_lag_s=100, dropped_batches=3, growing_batches=3))
+    raised = [(a.rule, a.batch_id) for p in query.recentProgress for a in alerter.observe(p)]
+    expect_equal(
+        [tuple(item) for item in predicted],
+        raised,
+        "PREDICTED_ALERTS should be the (rule, batch_id) of every alert the Alerter raised, in "
+        "order (expected: what it raised on the reports of the same query, run here).",
+        hint="Write down, batch by batch, the watermark each ran with and whether its late "
+        "heartbeat was dropped; an alert is raised only when its rule starts firing.",
     )

@@ -32,6 +32,7 @@ STATE_NODES = (
     "FlatMapGroupsInPandasWithState",
     "FlatMapGroupsWithState",
     "Deduplicate",
+    "StreamingDeduplicate",
     "DeduplicateWithinWatermark",
     "StreamingSymmetricHashJoin",
     "SessionWindowStateStoreSave",

@@ -21,7 +21,7 @@ def _quiet_sdk_logs() -> None:
 
 @pytest.fixture
 def hub(tmp_path):
-    """An in-process emulator on a free port, default hubs (heartbeats:4, status:1), durable."""
+    """An in-process emulator on a free port, default hubs (heartbeats:4, status:1, alerts:1), durable."""
     with Hub(data_dir=tmp_path / "hub", port=0) as running:
         yield running
 

@@ -21,7 +21,7 @@ from offline_browser import offline_context
 
 from streamlab import session
 from streamlab.paths import BUILD_DIR, REPO_ROOT
-from streamlab.spark_ui import SparkUI, address, metric_value
+from streamlab.spark_ui import SparkUI, _state_nodes, address, metric_value
 
 ARTIFACTS = BUILD_DIR / "artifacts" / "tour"
 CHILD = Path(__file__).with_name("spark_ui_child.py")
@@ -46,6 +46,17 @@ CHILD = Path(__file__).with_name("spark_ui_child.py")
 )
 def test_a_metric_as_the_ui_shows_it_reads_as_a_number(text, value):
     assert metric_value(text) == value
+
+
+def test_every_state_node_of_a_real_execution_is_found():
+    # Batch 1 of lab 06's ui_tour query as the REST API served it: dropDuplicates, then a count.
+    tour = json.loads((REPO_ROOT / "checks" / "data" / "06_ui_tour_batch1.json").read_text())
+    nodes = _state_nodes(tour["execution"])
+    holding = sorted(
+        name for name, metrics in nodes.items() if "number of total state rows" in metrics
+    )
+    assert holding == ["StateStoreSave", "StreamingDeduplicate"]
+    assert nodes["StreamingDeduplicate"]["number of total state rows"] == "12"
 
 
 def test_a_metric_that_is_no_number_is_refused():
@@ -173,6 +184,10 @@ def test_the_structured_streaming_tab_shows_the_running_query_offline(browser, u
                 timeout=30_000,
             )
         page.screenshot(path=str(ARTIFACTS / "spark-ui-query-statistics.png"), full_page=True)
+        # The address labs 06 and 08 print for a query leads to the same page.
+        page.goto(SparkUI(url).streaming_page(child["run_id"]))
+        assert f"Name: {child['name']}" in page.inner_text("body")
+        assert child["run_id"] in page.inner_text("body")
 
         # The SQL tab: a micro-batch's plan, its state operator and that operator's metrics.
         page.goto(f"{url}/SQL/")

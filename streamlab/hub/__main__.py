@@ -55,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         default=None,
         metavar="NAME:PARTITIONS",
-        help="an event hub to serve (repeatable; default: heartbeats:4 and status:1)",
+        help="an event hub to serve (repeatable; default: heartbeats:4, status:1 and alerts:1)",
     )
     parser.add_argument(
         "--retention-hours",

@@ -20,7 +20,8 @@ from .connection import IDLE_TIMEOUT, OPEN_TIMEOUT, Connection, ConnectionSettin
 from .storage import Policy
 
 _LOG = logging.getLogger(__name__)
-DEFAULT_EVENTHUBS = {"heartbeats": 4, "status": 1}
+# The course's hubs: heartbeats in, status changes out, and the alerts of streamlab.alerts.
+DEFAULT_EVENTHUBS = {"heartbeats": 4, "status": 1, "alerts": 1}
 KEY_NAME = "RootManageSharedAccessKey"
 KEY_VALUE = "SAS_KEY_VALUE"  # the key of Microsoft's emulator: public, fine on loopback
 KEEPALIVE_SECONDS = 60  # TCP keepalive: find peers that vanished without a FIN

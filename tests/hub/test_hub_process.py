@@ -203,7 +203,7 @@ def test_defaults_bind_loopback_with_the_course_hubs():
     assert args.host == "127.0.0.1" and args.port == 5672 and args.eventhub is None
     from streamlab.hub import DEFAULT_EVENTHUBS
 
-    assert DEFAULT_EVENTHUBS == {"heartbeats": 4, "status": 1}
+    assert DEFAULT_EVENTHUBS == {"heartbeats": 4, "status": 1, "alerts": 1}
 
 
 def _env() -> dict:
