@@ -68,6 +68,19 @@ def run_module(session: nox.Session, module: str) -> None:
     run(session, "python", "-m", module, *session.posargs, env=course_env(session))
 
 
+def hand_over(session: nox.Session, module: str) -> None:
+    """Replace this process with ``python -m module`` from the course environment.
+
+    What the module prints is the last thing the learner reads (not nox's red "Command ...
+    failed" and "Session ... failed."), and its exit status is the session's.
+    """
+    env = course_env(session)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    python = str(BIN / "python")
+    os.execve(python, [python, "-m", module, *session.posargs], {**os.environ, **env})
+
+
 @nox.session
 def lab(session: nox.Session) -> None:
     """Start JupyterLab on the labs (Ctrl-C stops it)."""
@@ -95,23 +108,13 @@ def connect(session: nox.Session) -> None:
 @nox.session
 def hub(session: nox.Session) -> None:
     """Look inside the running hub: partitions, sequence numbers, recent events, readers."""
-    run_module(session, "streamlab.hub_explorer")
+    hand_over(session, "streamlab.hub_explorer")
 
 
 @nox.session
 def check(session: nox.Session) -> None:
     """Grade your labs: `nox -s check` for all, `nox -s check -- 04` for one."""
-    env = course_env(session)
-    # The grader takes over this process: its table and closing line are the last thing
-    # the learner reads (not nox's red "Command ... failed" and "Session check failed."),
-    # and its exit status is the session's.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(
-        str(BIN / "python"),
-        [str(BIN / "python"), "-m", "streamlab.grading", *session.posargs],
-        {**os.environ, **env},
-    )
+    hand_over(session, "streamlab.grading")
 
 
 @nox.session

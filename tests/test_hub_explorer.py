@@ -194,3 +194,23 @@ def test_the_widget_says_when_no_hub_answers():
     )
     assert explorer.refresh() is None
     assert f"No Event Hubs emulator is running at 127.0.0.1:{port}" in explorer.html.value
+
+
+def test_nox_s_hub_ends_with_its_sentence_and_no_nox_noise():
+    nox = ROOT / ".venv" / "bin" / "nox"
+    if not nox.exists():
+        pytest.skip("nox is not installed in .venv")
+    port = _free_port()
+    done = subprocess.run(
+        [str(nox), "-s", "hub", "--", "--port", str(port)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"No Event Hubs emulator is running at 127.0.0.1:{port}: start one with `nox -s lab` "
+        "(or `python -m streamlab.hub`), then ask again."
+    )
+    assert "Session hub failed" not in done.stdout + done.stderr
