@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from streamlab.eventhubs.options import endpoint, entity_path
 from streamlab.hub.broker import RECEIVERS
 from streamlab.hub.server import DEFAULT_EVENTHUBS
 
@@ -91,11 +92,11 @@ def explore(
         raise ValueError(f"recent must be 0 or more, not {recent}")
     endpoint = _endpoint(connection_string)
     _reachable(endpoint)
-    entity = re.search(r"EntityPath=([^;]+)", connection_string, re.IGNORECASE)
     if eventhubs is not None:
         names = list(eventhubs)
     else:
-        names = [entity.group(1).strip()] if entity else list(DEFAULT_EVENTHUBS)
+        entity = entity_path(connection_string)
+        names = [entity] if entity else list(DEFAULT_EVENTHUBS)
     # One client per event hub, side by side: each management call is a round trip of its own.
     with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
         hubs = list(
@@ -114,7 +115,7 @@ def _explore_one(
     from azure.eventhub import EventHubConsumerClient
     from azure.eventhub.exceptions import EventHubError
 
-    base = re.sub(r";\s*EntityPath=[^;]*", "", connection_string)
+    base = re.sub(r";\s*EntityPath=[^;]*", "", connection_string, flags=re.IGNORECASE)
     client = EventHubConsumerClient.from_connection_string(
         base, consumer_group=consumer_group, eventhub_name=name, retry_total=0
     )
@@ -254,12 +255,13 @@ def _text(value: Any) -> str:
 
 
 def _endpoint(connection_string: str) -> str:
-    match = re.search(r"Endpoint=sb://([^/;]+)", connection_string, re.IGNORECASE)
-    if not match:
+    """``host:port`` of the connection string's ``Endpoint=sb://host:port``."""
+    address = endpoint(connection_string)
+    if not address.lower().startswith("sb://"):
         raise ValueError(
             "this is not an Event Hubs connection string: it has no Endpoint=sb://host:port"
         )
-    return match.group(1)
+    return address[len("sb://") :]
 
 
 def _reachable(endpoint: str, wait: float = 3.0) -> None:
@@ -294,18 +296,23 @@ def describe(view: HubView, *, width: int = 72) -> str:
                     f"    #{event.sequence_number}  {when(event.enqueued_time)}"
                     f"  key={event.partition_key!r}  {body}"
                 )
-        if hub.readers is None:
-            lines.append("  readers: this hub does not say")
-        elif not hub.readers:
-            lines.append("  readers: none open")
-        for reader in hub.readers or ():
-            lines.append(
-                f"  reader in consumer group {reader.consumer_group!r} on partition "
-                f"{reader.partition}: sent everything before #{reader.next_sequence_number}"
-            )
+        lines += [f"  {sentence}" for sentence in readers_said(hub)]
     for name in view.missing:
         lines += ["", f"{name}: no such event hub here"]
     return "\n".join(lines)
+
+
+def readers_said(hub: EventHub) -> list[str]:
+    """What the explorer says of an event hub's open readers: a sentence each, or one for none."""
+    if hub.readers is None:
+        return ["readers: this hub does not say"]
+    if not hub.readers:
+        return ["readers: none open"]
+    return [
+        f"reader in consumer group {reader.consumer_group!r} on partition {reader.partition}: "
+        f"sent everything before #{reader.next_sequence_number}"
+        for reader in hub.readers
+    ]
 
 
 def when(moment: datetime | None) -> str:

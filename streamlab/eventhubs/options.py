@@ -61,7 +61,8 @@ def unavailable(options: EventHubsOptions, doing: str, error: Exception) -> Even
     )
 
 
-def _entity_path(connection_string: str) -> str | None:
+def entity_path(connection_string: str) -> str | None:
+    """The event hub a connection string names (``EntityPath=``), or None."""
     for part in connection_string.split(";"):
         key, _, value = part.partition("=")
         if key.strip().lower() == "entitypath" and value.strip():
@@ -97,7 +98,7 @@ class EventHubsOptions:
     @property
     def client_kwargs(self) -> dict:
         """Arguments for ``from_connection_string``: the hub name unless the string has it."""
-        if _entity_path(self.connection_string):
+        if entity_path(self.connection_string):
             return {"conn_str": self.connection_string}
         return {"conn_str": self.connection_string, "eventhub_name": self.eventhub}
 
@@ -124,7 +125,7 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
             'the eventhubs source and sink need .option("connectionString", ...): the string '
             "`streamlab-hub` prints, or the one from the Azure portal"
         )
-    eventhub = _entity_path(connection_string) or lowered.get("eventhubname")
+    eventhub = entity_path(connection_string) or lowered.get("eventhubname")
     if not eventhub:
         raise EventHubsOptionError(
             'name the event hub with .option("eventHubName", "heartbeats") or an '

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import ipywidgets as widgets
 
-from streamlab.hub_explorer import RECENT, HubUnreachable, HubView, explore, when
+from streamlab.hub_explorer import RECENT, HubUnreachable, HubView, explore, readers_said, when
 
 
 class HubExplorer:
@@ -95,16 +95,7 @@ def render(view: HubView) -> str:
                 f"<td>{html.escape(event.body[:120])}</td></tr>"
                 for event in part.recent
             ]
-        if hub.readers is None:
-            readers = "readers: this hub does not say"
-        elif not hub.readers:
-            readers = "readers: none open"
-        else:
-            readers = "readers: " + "; ".join(
-                f"consumer group {html.escape(r.consumer_group)} on partition "
-                f"{html.escape(r.partition)}, sent everything before #{r.next_sequence_number}"
-                for r in hub.readers
-            )
+        readers = "<br>".join(html.escape(sentence) for sentence in readers_said(hub))
         parts.append(
             f'<div class="streamlab-hub-eventhub" data-eventhub="{html.escape(hub.name)}">'
             f"<h4>{html.escape(hub.name)}</h4>"
