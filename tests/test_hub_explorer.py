@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 import socket
 import subprocess
@@ -214,3 +215,20 @@ def test_nox_s_hub_ends_with_its_sentence_and_no_nox_noise():
         "(or `python -m streamlab.hub`), then ask again."
     )
     assert "Session hub failed" not in done.stdout + done.stderr
+
+
+def test_the_command_and_the_widget_say_the_same_of_the_readers():
+    from streamlab.hub_explorer import EventHub, HubView, Reader
+    from streamlab.widgets.hub_explorer import render
+
+    said = {
+        None: "readers: this hub does not say",
+        (): "readers: none open",
+        (Reader("2", "<dash>", 7),): (
+            "reader in consumer group '<dash>' on partition 2: sent everything before #7"
+        ),
+    }
+    for readers, sentence in said.items():
+        view = HubView("127.0.0.1:5672", (EventHub("heartbeats", (), readers),), ())
+        assert f"  {sentence}" in describe(view).splitlines()
+        assert html.escape(sentence) in render(view)
