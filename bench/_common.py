@@ -31,6 +31,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from streamlab.deadlines import finish
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -349,7 +351,7 @@ def run_offline(query_builder: Callable[[], Any]) -> dict:
     """Start the query ``query_builder()`` returns and wait for it; wall time and progress."""
     start = time.perf_counter()
     query = query_builder()
-    query.awaitTermination()
+    finish(query, within=1800, what="the benchmark's query to read its input")
     seconds = time.perf_counter() - start
     if query.exception():
         raise RuntimeError(str(query.exception()))

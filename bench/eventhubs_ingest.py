@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as bench
 from azure.eventhub import EventData, EventHubProducerClient
 
+from streamlab.deadlines import finish
 from streamlab.fleet import Fleet, heartbeat
 from streamlab.hub import Hub
 
@@ -75,7 +76,7 @@ def read_all(
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
+    finish(query, within=1800, what="the benchmark's query to read the hub's backlog")
     seconds = time.perf_counter() - start
     rows = sum(p["numInputRows"] for p in query.recentProgress)
     assert rows == count, f"read {rows} of {count} events"

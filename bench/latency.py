@@ -35,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as bench
 
+from streamlab.deadlines import finish
+
 TIMEOUT_S = 5.0
 PAUSE_S = 7.0
 
@@ -114,7 +116,7 @@ def _events(spark, connection_string: str, work: Path) -> list[tuple]:
         .option("checkpointLocation", str(work / "read-back"))
         .start()
     )
-    query.awaitTermination()
+    finish(query, within=1800, what="the read-back query to read the status hub")
     return events
 
 

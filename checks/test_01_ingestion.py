@@ -22,6 +22,7 @@ from azure.eventhub import EventData, EventHubProducerClient
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from streamlab.deadlines import finish
 from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
 from streamlab.grading import CheckFailed, exercise, expect_equal
 from streamlab.hub import Hub as EmulatedHub
@@ -112,7 +113,7 @@ def run_to_table(df: DataFrame, table: str, checkpoint_dir: str, outcome: str) -
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
+    finish(query, within=240, what="the check's query over your parsing to read its input")
     assert query.exception() is None, f"The {outcome} stream failed: {query.exception()}"
 
 
@@ -453,7 +454,7 @@ def _read_all(spark, connection_string: str, checkpoint_dir: str) -> list[dict]:
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
+    finish(query, within=240, what="the check's query over your quarantine to read its input")
     return query.recentProgress
 
 

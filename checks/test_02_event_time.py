@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from streamlab.deadlines import drain, finish
 from streamlab.grading import CheckFailed, exercise, expect_equal
 
 SCHEMA = "machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP"
@@ -117,7 +118,7 @@ def run_complete(df: DataFrame, name: str, checkpoint_dir: str) -> list[tuple]:
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
+    finish(query, within=240, what="the check's windowed query to read its input")
     return table_rows(df.sparkSession.table(name))
 
 
@@ -391,7 +392,7 @@ def test_final_counts_close_windows_and_drop_late_rows(nb, spark, tmp_path, chec
     def table():
         return table_rows(spark.table("check_2_3"))
 
-    query.processAllAvailable()
+    drain(query, within=240, what="the check's query to process the files written so far")
     expect_equal(
         table(),
         [],
@@ -400,7 +401,7 @@ def test_final_counts_close_windows_and_drop_late_rows(nb, spark, tmp_path, chec
         show=show,
     )
     deliver(folder, "1", [beat("m2", 30)], order=1)
-    query.processAllAvailable()
+    drain(query, within=240, what="the check's query to process the files written so far")
     closed = [(hhmmss(0), hhmmss(10), "m1", 2), (hhmmss(0), hhmmss(10), "m2", 1)]
     expect_equal(
         table(),
@@ -411,7 +412,7 @@ def test_final_counts_close_windows_and_drop_late_rows(nb, spark, tmp_path, chec
         hint="Is the watermark on event_time, with the delay argument as its delay?",
     )
     deliver(folder, "2", [beat("m1", 3), beat("m2", 31)], order=2)
-    query.processAllAvailable()
+    drain(query, within=240, what="the check's query to process the files written so far")
     expect_equal(
         table(),
         closed,
@@ -440,7 +441,7 @@ def test_final_counts_use_the_delay_argument(nb, spark, tmp_path, checkpoint_dir
         nb.final_counts(stream(spark, folder), "10 seconds", "2 seconds"), "final_counts"
     )
     query = start_append(counts, "check_2_3_delay", checkpoint_dir)
-    query.processAllAvailable()
+    drain(query, within=240, what="the check's query to process the files written so far")
     expect_equal(
         table_rows(spark.table("check_2_3_delay")),
         [(hhmmss(0), hhmmss(10), "m1", 1)],
@@ -474,7 +475,7 @@ def _late_story_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
     )
     for number, beats in enumerate(LATE_STORY):
         deliver(folder, str(number), [beat(m, s) for m, s in beats], order=number)
-        query.processAllAvailable()
+        drain(query, within=240, what="the check's query to process the files written so far")
     query.stop()
     dropped = sum(
         op.get("numRowsDroppedByWatermark", 0)
@@ -552,7 +553,7 @@ def test_live_counts_hold_the_latest_count_per_window(nb, spark, tmp_path, check
             "start_live_counts() should return the StreamingQuery that .start() gives; it "
             f"returned {type(query).__name__}."
         )
-    query.processAllAvailable()
+    drain(query, within=240, what="the check's query to process the files written so far")
     expect_equal(
         sorted(p.name for p in Path(checkpoint_dir, "commits").glob("[0-9]*")),
         ["0", "1"],
@@ -637,7 +638,7 @@ def test_replayed_heartbeats_are_dropped(nb, spark, tmp_path, checkpoint_dir):
     deliver(folder, "a", [beat("m1", 1), beat("m2", 1)], order=0)
     deliver(folder, "b", [beat("m1", 1, enqueued=3), beat("m1", 2, enqueued=4)], order=1)
     query = _start_dedup(nb, spark, folder, "30 seconds", "check_2_6", checkpoint_dir)
-    query.processAllAvailable()
+    drain(query, within=240, what="the check's query to process the files written so far")
     got = _dedup_rows(spark, "check_2_6")
     expect_equal(
         got,
@@ -680,7 +681,7 @@ def test_a_replay_later_than_the_delay_goes_through(nb, spark, tmp_path, checkpo
     deliver(folder, "b", [beat("m2", 11)], order=1)
     deliver(folder, "c", [beat("m1", 1, enqueued=12)], order=2)
     query = _start_dedup(nb, spark, folder, "2 seconds", "check_2_6_delay", checkpoint_dir)
-    query.processAllAvailable()
+    drain(query, within=240, what="the check's query to process the files written so far")
     expect_equal(
         _dedup_rows(spark, "check_2_6_delay"),
         sorted(
@@ -721,7 +722,7 @@ def test_state_store_dirs_of_a_real_query(nb, spark, tmp_path, checkpoint_dir):
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
+    finish(query, within=240, what="the check's query over your deduplication to read its input")
     expect_equal(
         nb.state_store_dirs(checkpoint_dir),
         ["state/0/0", "state/0/1", "state/1/0", "state/1/1"],

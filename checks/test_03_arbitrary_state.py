@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
+from streamlab.deadlines import drain
 from streamlab.grading import CheckFailed, exercise, expect_equal
 
 # Spark's Python workers cannot import this file: send the reference function by value.
@@ -491,7 +492,9 @@ def test_seed_times_out_only_when_others_move_the_watermark(nb, spark, tmp_path,
     )
     query = start(status, "check_3_2", checkpoint_dir, "seed_status", "EventTimeTimeout")
     deliver(folder, "a", ["m1", "m2"], [0, 1])
-    query.processAllAvailable()
+    drain(
+        query, within=240, what="the check's query over your processor to process what it was given"
+    )
     expect_equal(
         status_rows(spark, "check_3_2"),
         SEED_FIRST,
@@ -506,7 +509,9 @@ def test_seed_times_out_only_when_others_move_the_watermark(nb, spark, tmp_path,
         hint="The watermark goes on event_time, with WATERMARK_DELAY as its delay.",
     )
     deliver(folder, "b", ["m2"], [10])
-    query.processAllAvailable()
+    drain(
+        query, within=240, what="the check's query over your processor to process what it was given"
+    )
     expected = SEED_FIRST + [("m1", UNHEALTHY, HEALTHY, at(6))]
     expect_equal(
         status_rows(spark, "check_3_2"),
@@ -518,7 +523,9 @@ def test_seed_times_out_only_when_others_move_the_watermark(nb, spark, tmp_path,
     batches = len(ran(query))
     # Silence: nothing arrived, the watermark did not move: Spark runs no micro-batch, and a
     # timeout (m2's, at 10:00:15) fires only in one.
-    query.processAllAvailable()
+    drain(
+        query, within=240, what="the check's query over your processor to process what it was given"
+    )
     expect_equal(
         (len(ran(query)) - batches, status_rows(spark, "check_3_2")),
         (0, expected),
@@ -558,12 +565,18 @@ def _silence_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
         .start()
     )
     deliver(folder, "0", ["Producer 1", "Producer 2", "Producer 3"], range(0, 3))
-    query.processAllAvailable()
+    drain(
+        query, within=240, what="the check's query over your processor to process what it was given"
+    )
     seen, said = len(status_rows(spark, "check_3_3")), {}
     for number, (step, deliveries) in enumerate(STEPS, 1):
         for machines, seconds in deliveries:
             deliver(folder, str(number), machines, seconds)
-        query.processAllAvailable()
+        drain(
+            query,
+            within=240,
+            what="the check's query over your processor to process what it was given",
+        )
         rows = status_rows(spark, "check_3_3")
         said[step] = [(m, s, p, clock(t)[:8]) for m, s, p, t in rows[seen:]]
         seen = len(rows)

@@ -20,6 +20,7 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 
+from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal
 from streamlab.grading.heartbeat_checks import Meter, ProcessorStory, ReferenceHeartbeatProcessor
 from streamlab.grading.verdict import query_cause
@@ -731,7 +732,9 @@ def _run(spark, frame, output: Path, checkpoint: Path, what: str) -> list[Row]:
     finally:
         spark.conf.unset(NO_DATA_BATCHES)
     try:
-        query.awaitTermination()
+        finish(
+            query, within=240, what="the check's query over your processor to read its heartbeats"
+        )
     except Exception as error:
         if "is not done yet" in str(error):
             raise

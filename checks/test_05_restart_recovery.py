@@ -26,6 +26,7 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 
+from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal
 from streamlab.grading.heartbeat_checks import ReferenceHeartbeatProcessor, handler_must_yield
 from streamlab.grading.verdict import query_cause
@@ -868,7 +869,7 @@ def _run_to_parquet(spark, changes, checkpoint: Path, output: Path) -> None:
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
     )
-    _start(spark, writer).awaitTermination()
+    finish(_start(spark, writer), within=240, what="the check's query to read its heartbeats")
 
 
 def _run_to_batches(spark, changes, checkpoint: Path, output: Path) -> None:
@@ -878,7 +879,11 @@ def _run_to_batches(spark, changes, checkpoint: Path, output: Path) -> None:
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
     )
-    _start(spark, writer).awaitTermination()
+    finish(
+        _start(spark, writer),
+        within=240,
+        what="the check's query over your processor to read its heartbeats",
+    )
 
 
 # --- 5.2 · an exactly-once sink -------------------------------------------------------------

@@ -29,6 +29,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import QueryProgressEvent
 from pyspark.sql.streaming.tws_tester import TwsTester
 
+from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal
 from streamlab.grading.heartbeat_checks import (
     Meter,
@@ -1109,7 +1110,7 @@ def _run(
     with _settings(spark, settings or {}):
         query = writer.start()
     try:
-        query.awaitTermination()
+        finish(query, within=240, what="the check's query to read its input")
     except Exception as error:
         raise AssertionError(f"{what} failed: {_cause(error)}") from None
     return query
@@ -1373,7 +1374,9 @@ def _bucketed_run(nb, spark, incoming: Path, output: Path, checkpoint) -> tuple[
     with _settings(spark, {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
         query = writer.start()
     try:
-        query.awaitTermination()
+        finish(
+            query, within=240, what="the check's query over your bucketed changes to read its input"
+        )
     except Exception as error:
         raise AssertionError(
             f"The query failed: {_cause(error)}. Check the arguments of transformWithState: "
@@ -1471,7 +1474,7 @@ def _writes(spark, transitions, checkpoint: Path, variable: str, machines_in_val
             .trigger(availableNow=True)
             .start()
         )
-    query.awaitTermination()
+    finish(query, within=240, what="the check's query over the prices to read its input")
     feed = (
         spark.read.format("statestore")
         .option("stateVarName", variable)
@@ -1839,7 +1842,7 @@ def _dedupe_then_count(spark, folder: Path, checkpoint, name: str) -> list[dict]
         .agg(F.count("*").alias("heartbeats"))
     )
     query = _noop_writer(counts, name, checkpoint).start()
-    query.awaitTermination()
+    finish(query, within=240, what="the check's deduplicating count to read its input")
     return [json.loads(p.json) for p in query.recentProgress]
 
 
@@ -1901,7 +1904,7 @@ def test_the_predicted_alerts_are_what_the_alerter_raises(nb, spark, tmp_path, c
         .count()
     )
     query = _noop_writer(counts, "late_night", checkpoint_dir, mode="append").start()
-    query.awaitTermination()
+    finish(query, within=240, what="the check's windowed count to read its input")
     alerter = Alerter(Thresholds(max_watermark_lag_s=100, dropped_batches=3, growing_batches=3))
     raised = [(a.rule, a.batch_id) for p in query.recentProgress for a in alerter.observe(p)]
     expect_equal(

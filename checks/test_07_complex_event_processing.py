@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from streamlab.deadlines import finish
 from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
 from streamlab.grading import CheckFailed, exercise, expect_equal
 from streamlab.grading.verdict import query_cause
@@ -443,7 +444,9 @@ def run_windows(nb, spark, folder: Path, output: Path, checkpoint_dir: str) -> l
             '.withWatermark("event_time", lateness) before grouping by a window on that same '
             f"column. (Spark said: {str(error).splitlines()[0][:200]})"
         ) from None
-    query.awaitTermination()
+    finish(
+        query, within=240, what="the check's query over your window_samples() to read its events"
+    )
     if not any(output.glob("*.parquet")):
         return []
     return sample_tuples(spark.read.parquet(str(output)))
@@ -580,7 +583,7 @@ def test_the_second_run_is_as_predicted(nb, spark, tmp_path, checkpoint_dir):
             .trigger(availableNow=True)
             .start()
         )
-        query.awaitTermination()
+        finish(query, within=240, what="the check's second run to read its events")
         dropped = sum(
             op["numRowsDroppedByWatermark"]
             for p in query.recentProgress
@@ -683,15 +686,15 @@ def test_alerts_come_at_once_without_state(nb, spark, tmp_path, checkpoint_dir):
     alerts = alerts_of(nb, spark.readStream.schema(READING_DDL).json(str(folder)))
 
     def run() -> None:
-        (
+        query = (
             alerts.writeStream.format("parquet")
             .option("path", str(output))
             .outputMode("append")
             .option("checkpointLocation", checkpoint_dir)
             .trigger(availableNow=True)
             .start()
-            .awaitTermination()
         )
+        finish(query, within=240, what="the check's query over your alerts to read its input")
 
     # Two runs: the first moves any watermark, and its last batch puts it in force for the
     # second, which reads an anomaly from an hour before.
@@ -746,7 +749,7 @@ def started(nb, spark, writer, pool: str) -> StreamingQuery:
         f"start_in_pool() should return the StreamingQuery that writer.start() returns; it "
         f"returned {type(query).__name__}."
     )
-    query.awaitTermination()
+    finish(query, within=240, what="the query your start_in_pool() started to read its input")
     return query
 
 
@@ -933,7 +936,7 @@ def test_a_restarted_query_writes_its_replayed_batch_once(nb, spark, tmp_path, c
     write = batch_writer(nb, table, "file-query")
 
     def run() -> None:
-        (
+        query = (
             spark.readStream.schema(READING_DDL)
             .option("maxFilesPerTrigger", 1)
             .json(str(folder))
@@ -941,8 +944,8 @@ def test_a_restarted_query_writes_its_replayed_batch_once(nb, spark, tmp_path, c
             .option("checkpointLocation", checkpoint_dir)
             .trigger(availableNow=True)
             .start()
-            .awaitTermination()
         )
+        finish(query, within=240, what="the check's query over your batch writer to read its files")
 
     deliver(folder, "a", [reading_line("d1", n, 50.0, n) for n in range(3)], order=0)
     deliver(folder, "b", [reading_line("d1", n, 50.0, n) for n in range(3, 5)], order=1)
@@ -998,12 +1001,10 @@ def test_each_closed_window_lands_once(nb, spark, tmp_path, checkpoint_dir):
                 expected="a DataStreamWriter",
                 actual=type(writer).__name__,
             )
-        (
-            writer.option("checkpointLocation", checkpoint_dir)
-            .trigger(availableNow=True)
-            .start()
-            .awaitTermination()
+        query = (
+            writer.option("checkpointLocation", checkpoint_dir).trigger(availableNow=True).start()
         )
+        finish(query, within=240, what="the query your samples_writer() defines to read its input")
 
     deliver(folder, "a", [reading_line("d1", 5, 50.0, 1), reading_line("d1", 25, 50.2, 3)], 0)
     run()
@@ -1065,7 +1066,7 @@ def test_a_stateful_query_replays_its_batch_once(nb, spark, tmp_path, checkpoint
             .start()
         )
         try:
-            query.awaitTermination()
+            finish(query, within=240, what="the check's stateful query to read its input")
         except Exception as error:
             raise CheckFailed(
                 "A query that counts readings per device (it keeps state) failed when Spark ran "

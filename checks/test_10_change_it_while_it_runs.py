@@ -24,6 +24,7 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
+from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal
 from streamlab.grading.heartbeat_checks import (
     Meter,
@@ -884,7 +885,7 @@ def _repartition_facts(spark, root: Path) -> dict:
                 .trigger(availableNow=True)
                 .start()
             )
-        query.awaitTermination()
+        finish(query, within=240, what="the check's query to read its heartbeats")
 
     for second in (0, 1):
         _write(incoming, [second], machines)

@@ -166,11 +166,9 @@ def run_deliveries(
             query = writer.start()
         finally:
             spark.conf.unset(NO_DATA_BATCHES)
-    if not query.awaitTermination(timeout):
-        query.stop()
-        raise TimeoutError(f"the query had not read every delivery after {timeout:.0f} s")
-    if query.exception():
-        raise query.exception()
+    from streamlab.deadlines import finish
+
+    finish(query, within=timeout, what="the query to read every delivery")
     return batches_of(query, emitted)
 
 
@@ -184,10 +182,17 @@ def feed(
     progress kept is the last 100 batches), then until it has run whatever batch without data
     follows.
     """
+    from streamlab.deadlines import drain
+
     read_before = _rows_read(query)
     deliver(folder, rows)
     deadline = time.monotonic() + timeout
-    query.processAllAvailable()
+    what = f"the query to read the {len(rows)} row(s) delivered to {folder}"
+
+    def catch_up() -> None:
+        drain(query, within=max(1.0, deadline - time.monotonic()), what=what)
+
+    catch_up()
     # processAllAvailable can return before the query has seen a file written just before
     # it was called; it returns only once the query is idle, so ask again until it has.
     while _rows_read(query) < read_before + len(rows):
@@ -196,8 +201,8 @@ def feed(
                 f"the query had not read the {len(rows)} row(s) delivered to {folder} after "
                 f"{timeout:.0f} s"
             )
-        query.processAllAvailable()
-    query.processAllAvailable()
+        catch_up()
+    catch_up()
 
 
 def _rows_read(query: StreamingQuery) -> int:

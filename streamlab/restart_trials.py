@@ -24,18 +24,29 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streamlab.deadlines import QueryStalled
+
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 #: The outcomes of a trial: the change took effect, the checkpoint's value won, Spark refused.
 RUNS, IGNORED, REFUSED = "runs", "ignored", "refused"
 
 
-def run_available_now(transitions, checkpoint: str | Path, output: str | Path) -> None:
+#: How long one restart may take to read its input (a few files; the first batch of a session
+#: starts Spark's Python workers). A run still going after this has stalled.
+RUN_WITHIN = 180.0
+
+
+def run_available_now(
+    transitions, checkpoint: str | Path, output: str | Path, *, within: float = RUN_WITHIN
+) -> None:
     """Run ``transitions`` to the end of its input into the monitor's replace-on-retry sink.
 
     Each batch goes to ``output/batch_id=N`` (``streamlab.monitor.batch_writer``); the call
-    returns when the query has ended, and raises the query's error if it failed.
+    returns when the query has ended, and raises the query's error if it failed. A query still
+    running after ``within`` seconds is stopped and reported (:class:`QueryStalled`).
     """
+    from streamlab.deadlines import finish
     from streamlab.monitor import batch_writer
 
     Path(output).mkdir(parents=True, exist_ok=True)
@@ -47,7 +58,7 @@ def run_available_now(transitions, checkpoint: str | Path, output: str | Path) -
     )
     with session_conf(spark, {NO_DATA_BATCHES: "false"}):
         query = writer.start()
-    query.awaitTermination()
+    finish(query, within=within, what=f"the query on checkpoint {checkpoint} to read its input")
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,7 @@ def try_restart(
     work: str | Path,
     *,
     conf: dict[str, str] | None = None,
+    within: float = RUN_WITHIN,
 ) -> Trial:
     """Restart on a copy of ``checkpoint`` (and ``output``) the query ``build()`` defines.
 
@@ -102,7 +114,9 @@ def try_restart(
     asked = dict(conf or {})
     with session_conf(spark, asked):
         try:
-            run_available_now(build(), folder / "checkpoint", folder / "output")
+            run_available_now(build(), folder / "checkpoint", folder / "output", within=within)
+        except QueryStalled:  # a stall is not Spark's answer to the change
+            raise
         except Exception as error:  # what Spark said is the result
             return Trial(change, False, error_class(error), asked=asked, folder=folder)
     return Trial(

@@ -8,6 +8,7 @@ import pytest
 from eventhub_clients import send, wait_for
 from heartbeat_queries import start_reading
 
+from streamlab.deadlines import drain
 from streamlab.eventhubs.options import parse_options
 from streamlab.eventhubs.source import EventHubsStreamReader
 from streamlab.progress import as_dict, backlog, offsets
@@ -120,14 +121,14 @@ def test_a_running_query_reports_its_backlog_until_it_has_caught_up(
         receiveOn=receive_on,
     )
     try:
-        query.processAllAvailable()
+        drain(query, within=300, what="the query to read the backlog")
         assert _backlogs(query) == EXPECTED
         # New events while it runs: the next batch reads them, and says it is level again.
         send(hub.connection_string, [f"c{i}" for i in range(2)], partition_id="3")
         # With receiveOn=driver the source knows of them once its receiver has them, a moment
         # after the send: processAllAvailable alone could return before that.
         wait_for(lambda: _ends(query)[-1]["3"] == 2, what="a batch that reads the new events")
-        query.processAllAvailable()
+        drain(query, within=300, what="the query to read the backlog")
     finally:
         query.stop()
     assert _backlogs(query)[-1] == ZERO

@@ -175,3 +175,10 @@ def test_importing_streamlab_stays_cheap_in_a_kernel():
     assert result.stdout.split() == ["True", "False", "False", "False"], (
         result.stdout + result.stderr
     )
+
+
+def test_a_grader_that_never_ends_is_stopped_and_named(monkeypatch):
+    monkeypatch.setattr(magic, "GRADER_WITHIN", 0.5)
+    stuck = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with pytest.raises(magic.CheckError, match="had not finished after .* and was stopped"):
+        magic._grade(stuck)

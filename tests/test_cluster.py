@@ -233,6 +233,7 @@ def test_a_cluster_needs_a_worker():
 _EXECUTORS_DRIVER = """
 import sys
 from streamlab import spark_session
+from streamlab.deadlines import finish
 master, connection_string, output, checkpoint, limit = sys.argv[1:]
 spark = spark_session(master, app_name="streamlab-executors")
 reader = (spark.readStream.format("eventhubs").option("connectionString", connection_string)
@@ -242,7 +243,7 @@ if int(limit):
     reader = reader.option("maxEventsPerTrigger", limit)
 query = (reader.load().writeStream.format("parquet").option("path", output)
          .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
-query.awaitTermination()
+finish(query, within=600, what="the cluster's executors to read the hub's events")
 """
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from streamlab.deadlines import finish
 from streamlab.delta import DeltaSchemaMismatch, delta_writer, fan_out, read_table
 
 DDL = "reading LONG, device STRING"
@@ -151,7 +152,11 @@ def test_a_restarted_query_writes_the_replayed_batch_once(spark, tmp_path):
     source, table, checkpoint = tmp_path / "in", tmp_path / "readings", tmp_path / "checkpoint"
     deliver(source, "a", 0, 3, order=0)
     deliver(source, "b", 3, 3, order=1)
-    start(spark, source, table, checkpoint).awaitTermination()
+    finish(
+        start(spark, source, table, checkpoint),
+        within=300,
+        what="the query to write the first two files",
+    )
     assert readings(table) == list(range(6))
     versions = DeltaTable(str(table)).version()
 
@@ -159,20 +164,29 @@ def test_a_restarted_query_writes_the_replayed_batch_once(spark, tmp_path):
     for done in ("1", ".1.crc"):
         (checkpoint / "commits" / done).unlink()
     deliver(source, "c", 6, 3, order=2)
-    start(spark, source, table, checkpoint).awaitTermination()
+    finish(
+        start(spark, source, table, checkpoint),
+        within=300,
+        what="the restarted query to replay batch 1 and write batch 2",
+    )
 
     assert readings(table) == list(range(9))
     assert DeltaTable(str(table)).version() == versions + 1  # batch 2 only
     assert (checkpoint / "commits" / "2").exists()
 
     # A new checkpoint is a new query: its batch 0 is not mistaken for the old query's.
-    start(spark, source, table, tmp_path / "new-checkpoint").awaitTermination()
+    finish(
+        start(spark, source, table, tmp_path / "new-checkpoint"),
+        within=300,
+        what="the query on a new checkpoint to read every file",
+    )
     assert readings(table) == sorted(list(range(9)) * 2)
 
 
 CHILD = """
 import sys, time
 import streamlab.delta as delta
+from streamlab.deadlines import finish
 from streamlab.session import spark_session
 
 source, table, checkpoint = sys.argv[1:4]
@@ -188,10 +202,10 @@ def commit_unless_batch_1(current, files, app_id, batch_id):
 
 delta._commit = commit_unless_batch_1
 spark = spark_session("local[1]")
-(spark.readStream.schema("reading LONG, device STRING").option("maxFilesPerTrigger", 1)
- .json(source).writeStream.foreachBatch(delta.delta_writer(table))
- .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
- .awaitTermination())
+query = (spark.readStream.schema("reading LONG, device STRING").option("maxFilesPerTrigger", 1)
+         .json(source).writeStream.foreachBatch(delta.delta_writer(table))
+         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+finish(query, within=900, what="the child's query (the test kills it in batch 1)")
 """
 
 
@@ -234,7 +248,11 @@ def test_kill_9_between_the_data_files_and_the_commit(spark, tmp_path):
     assert readings(table) == [0, 1, 2]
     assert not (checkpoint / "commits" / "1").exists()
 
-    start(spark, source, table, checkpoint).awaitTermination()
+    finish(
+        start(spark, source, table, checkpoint),
+        within=300,
+        what="the restarted query to write its batches",
+    )
 
     assert readings(table) == list(range(6))
     assert len(data_files(table)) == 3  # the orphan stays on disk, unread

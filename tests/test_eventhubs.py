@@ -9,6 +9,7 @@ import socket
 import pytest
 from eventhub_clients import Receiver, send
 
+from streamlab.deadlines import drain
 from streamlab.eventhubs import SCHEMA, SYSTEM_SCHEMA, EventHubsOptionError
 from streamlab.eventhubs.options import endpoint, parse_options
 from streamlab.eventhubs.receivers import (
@@ -98,7 +99,7 @@ def test_a_query_started_on_a_backlog_plans_its_first_batch_to_the_hubs_end(spar
         .start()
     )
     try:
-        query.processAllAvailable()
+        drain(query, within=300, what="the query to read what the hub holds")
     finally:
         query.stop()
     assert sizes and sizes[0] == 2000, sizes
@@ -420,7 +421,7 @@ def test_on_executors_a_processing_time_query_reads_every_event_once_across_a_re
             .start()
         )
         try:
-            query.processAllAvailable()
+            drain(query, within=300, what="the query to read what the hub holds")
         finally:
             query.stop()
 

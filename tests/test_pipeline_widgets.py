@@ -6,6 +6,7 @@ from eventhub_clients import send, wait_for
 from heartbeat_queries import start_reading
 
 from streamlab.alerts import DROPPED_BY_WATERMARK, Alert, AlertListener, Thresholds
+from streamlab.deadlines import drain
 from streamlab.hub import Hub
 from streamlab.widgets import AlertFeed, BacklogMeter
 
@@ -48,7 +49,7 @@ def test_the_meter_follows_a_running_query_until_it_has_caught_up(spark, hub, tm
     meter = BacklogMeter()
     meter.follow(query, interval=0.05)
     try:
-        query.processAllAvailable()
+        drain(query, within=300, what="the query to process what the hub holds")
         wait_for(lambda: meter.behind == ZERO, what="the meter at zero")
     finally:
         meter.stop()

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 
+import pytest
+from pyspark.sql import functions as F
+
+from streamlab.deadlines import QueryStalled
 from streamlab.restart_trials import (
     IGNORED,
     REFUSED,
@@ -114,3 +119,29 @@ def test_a_trial_restarts_a_copy_and_leaves_the_checkpoint_alone(spark, tmp_path
     assert refused.error_class == "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA"
     assert sorted(p.name for p in (checkpoint / "offsets").iterdir()) == before
     assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
+
+
+def test_a_restart_that_stalls_is_stopped_and_reported_not_taken_for_a_refusal(spark, tmp_path):
+    incoming, checkpoint, output = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "out"
+    incoming.mkdir()
+    (incoming / "a.json").write_text('{"k": "a", "v": "x"}\n')
+
+    def source():
+        return spark.readStream.schema("k STRING, v STRING").json(str(incoming))
+
+    run_available_now(source(), checkpoint, output)
+    (incoming / "b.json").write_text('{"k": "b", "v": "y"}\n')
+    # A task that never answers, as a stuck Python worker does.
+    held = F.udf(lambda v: time.sleep(600) or v, "string")
+    with pytest.raises(
+        QueryStalled, match="Waited 3 s for the query on checkpoint .* to read its input"
+    ):
+        try_restart(
+            "a stuck task",
+            lambda: source().withColumn("v", held("v")),
+            checkpoint,
+            output,
+            tmp_path / "trials",
+            within=3,
+        )
+    assert not spark.streams.active

@@ -350,6 +350,10 @@ def _run_grader(
     raise CheckError(f"The grader could not grade lab {lab.id}: {last[0]}")
 
 
+#: How long ``%check`` waits for the grader: far more than its own limits add up to for a lab.
+GRADER_WITHIN = 20 * 60.0
+
+
 def _grade(command: list[str]) -> subprocess.CompletedProcess:
     process = subprocess.Popen(
         command,
@@ -360,7 +364,14 @@ def _grade(command: list[str]) -> subprocess.CompletedProcess:
         start_new_session=True,
     )
     try:
-        stdout, stderr = process.communicate()
+        stdout, stderr = process.communicate(timeout=GRADER_WITHIN)
+    except subprocess.TimeoutExpired:
+        processes.terminate(process, first=signal.SIGINT)
+        raise CheckError(
+            f"The grader had not finished after {GRADER_WITHIN / 60:g} minutes and was stopped; "
+            "every check has a time limit of its own, so the grader itself is stuck. Run "
+            "`nox -s check` in a terminal to watch it work; Spark's log is in build/logs/."
+        ) from None
     except BaseException:
         # Interrupting the kernel stops the grading too: SIGINT lets the grader stop its child.
         processes.terminate(process, first=signal.SIGINT)
