@@ -51,7 +51,7 @@ def machine() -> dict[str, Any]:
                 memory_kb = int(line.split()[1])
     except OSError:
         pass
-    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60).stderr
     versions = {
         name: metadata.version(name) for name in ("pyspark", "azure-eventhub", "pandas", "pyarrow")
     }

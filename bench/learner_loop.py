@@ -43,7 +43,7 @@ def nox_command() -> list[str]:
 
 def timed(command: list[str], expect_success: bool) -> float:
     started = time.perf_counter()
-    process = subprocess.run(command, cwd=bench.ROOT, capture_output=True, text=True)
+    process = subprocess.run(command, cwd=bench.ROOT, capture_output=True, text=True, timeout=1800)
     seconds = time.perf_counter() - started
     if (process.returncode == 0) != expect_success:
         raise RuntimeError(

@@ -198,6 +198,11 @@ def _lab_entry(grade_file: Path, lab: registry.Lab, path: Path) -> dict | None:
     return None
 
 
+#: How long grading a few of the learner's earlier exercises may take (each check has its own
+#: limit; this bounds the grader as a whole).
+GRADE_WITHIN = 10 * 60.0
+
+
 def _grade_now(lab: registry.Lab, path: Path, wanted: list[str]) -> dict | None:
     """Grade ``wanted`` with the grader, in a process of its own; keep the grade."""
     grade_file = DOWNSTREAM_DIR / f"{lab.id}.json"
@@ -206,7 +211,17 @@ def _grade_now(lab: registry.Lab, path: Path, wanted: list[str]) -> dict | None:
     command = [sys.executable, "-m", "streamlab.grading", lab.id, "--notebooks"]
     command += [str(path.parent.parent), "--json", str(grade_file)]
     command += [arg for exercise in wanted for arg in ("--exercise", exercise)]
-    subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    try:
+        subprocess.run(
+            command,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=GRADE_WITHIN,
+        )
+    except subprocess.TimeoutExpired:
+        return {"message": f"the grader was stopped after {GRADE_WITHIN / 60:g} minutes"}
     return _lab_entry(grade_file, lab, path)
 
 

@@ -21,8 +21,10 @@ def spark():
 
     session = spark_session("local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     yield session
+    from streamlab.deadlines import stop
+
     for query in session.streams.active:
-        query.stop()
+        stop(query, what=f"the query {query.name or query.id} the test left running to stop")
     session.sparkContext.cancelAllJobs()
 
 
