@@ -19,7 +19,7 @@ class FakeReceivers:
     def reuse_or_restart(self, partition_id: str, first: int) -> None:
         self.open.add(partition_id)
 
-    def drain(self, partition_id: str, end: int, timeout: float):
+    def drain(self, partition_id: str, end: int, timeout: float, **where):
         if self.fail:
             raise TimeoutError("the hub is gone")
         yield from range(end - 2, end)

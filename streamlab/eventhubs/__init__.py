@@ -9,7 +9,8 @@ Registered by :func:`streamlab.spark_session`::
           .option("maxEventsPerTrigger", 10_000)        # optional
           .option("systemProperties", "true")           # optional: a systemProperties column
           .option("receiveOn", "executors")             # optional: tasks receive, not the driver
-          .load())
+          .option("failOnDataLoss", "false")            # optional: read on past events the
+          .load())                                      # hub's retention removed, and say so
 
     (transitions.selectExpr("to_json(struct(*)) AS body", "machine_name AS partitionKey")
      .writeStream.format("eventhubs")
@@ -26,6 +27,7 @@ from pyspark.sql.datasource import DataSource
 from streamlab.eventhubs.options import (
     SCHEMA,
     SYSTEM_SCHEMA,
+    EventHubsDataLoss,
     EventHubsOptionError,
     EventHubsUnavailable,
     parse_options,
@@ -59,6 +61,7 @@ def register(spark) -> None:
 __all__ = [
     "SCHEMA",
     "SYSTEM_SCHEMA",
+    "EventHubsDataLoss",
     "EventHubsDataSource",
     "EventHubsOptionError",
     "EventHubsUnavailable",

@@ -12,10 +12,19 @@ which every receiver appends ``partition sequence_number enqueued_time received_
 seconds) for each event it gets: how long an event took from the hub to the source; and
 ``STREAMLAB_EVENTHUBS_SOCKET_TIMEOUT`` overrides the receive loop's socket timeout
 (:data:`SOCKET_TIMEOUT_S`).
+
+A receiver asked for sequence number *n* that gets a later one first (or, later on, any jump
+in the sequence) was told by the hub that the events in between are gone: the hub delivers
+every event it holds, in order, so its retention removed them. The buffer records each such
+gap. Reading a range that a gap falls into raises
+:class:`~streamlab.eventhubs.options.EventHubsDataLoss`; with ``failOnDataLoss=false`` it logs
+a warning and reads on. Events a batch was planned without (its end offset records them: see
+:mod:`streamlab.eventhubs.source`) are no news and say nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -24,7 +33,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from streamlab import processes
-from streamlab.eventhubs.options import EventHubsOptions, endpoint
+from streamlab.eventhubs.options import EventHubsOptions, data_loss, endpoint, lost_events
+
+_LOG = logging.getLogger("streamlab.eventhubs")
+
+#: A range of sequence numbers, first and last included.
+Span = tuple[int, int]
 
 #: A row of the source: see ``options.SCHEMA``.
 Row = tuple
@@ -85,6 +99,8 @@ class _Partition:
         self.client: Any = None
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
+        # Events the hub skipped when delivering: (first, last) of each gap, in order.
+        self.gaps: list[Span] = []
 
     @property
     def first_sequence(self) -> int:
@@ -142,8 +158,21 @@ class Receivers:
                 expired=lambda: ReceiveTimeout(self._timeout_message(missing())),
             )
 
-    def take(self, partition_id: str, start: int, end: int, timeout: float) -> list[Row]:
-        """The events with ``start <= sequence number < end``, receiving them if needed."""
+    def take(
+        self,
+        partition_id: str,
+        start: int,
+        end: int,
+        timeout: float,
+        *,
+        skipped: Span | None = None,
+    ) -> list[Row]:
+        """The events with ``start <= sequence number < end``, receiving them if needed.
+
+        ``skipped``: events the batch was planned to go without (gone from the hub when it was
+        planned). Any other event of the range the hub no longer holds is reported (see the
+        module's docstring).
+        """
         with self._lock:
             state = self._partitions.get(partition_id)
             if state is None or not self._covers(state, start):
@@ -151,17 +180,40 @@ class Receivers:
                 self._restart(partition_id, start)
         self.wait_until({partition_id: end}, timeout)
         with self._lock:
-            return [row for row in self._partitions[partition_id].rows if start <= row[3] < end]
+            state = self._partitions[partition_id]
+            self._report_gaps(partition_id, state, start, end, skipped)
+            return [row for row in state.rows if start <= row[3] < end]
 
-    def drain(self, partition_id: str, end: int, timeout: float) -> Iterator[Row]:
+    def gaps_from(self, partition_id: str, start: int) -> list[Span]:
+        """The events from ``start`` on that the partition's receiver found gone, in order."""
+        with self._lock:
+            state = self._partitions.get(partition_id)
+            if state is None:
+                return []
+            return [(max(first, start), last) for first, last in state.gaps if last >= start]
+
+    def drain(
+        self,
+        partition_id: str,
+        end: int,
+        timeout: float,
+        *,
+        start: int | None = None,
+        skipped: Span | None = None,
+    ) -> Iterator[Row]:
         """Yield and forget the partition's events before ``end`` as they arrive.
 
         Gives up with :class:`ReceiveTimeout` when ``timeout`` seconds pass without an event.
+        With ``start``, events of ``[start, end)`` the hub no longer holds are reported before
+        any event after them is yielded (``skipped`` as for :meth:`take`).
         """
         deadline = time.monotonic() + timeout
         while True:
             with self._lock:
                 state = self._partitions[partition_id]
+                if start is not None:
+                    self._report_gaps(partition_id, state, start, end, skipped)
+                    start = max(start, state.next_sequence)  # each gap reported once
                 arrived = []
                 while state.rows and state.rows[0][3] < end:
                     arrived.append(state.rows.popleft())
@@ -185,6 +237,8 @@ class Receivers:
                 rows = self._partitions.get(partition_id)
                 while rows is not None and rows.rows and rows.rows[0][3] < sequence:
                     rows.rows.popleft()
+                if rows is not None:
+                    rows.gaps = [gap for gap in rows.gaps if gap[1] >= sequence]
 
     def reuse_or_restart(self, partition_id: str, first: int) -> None:
         """Receive the partition from ``first`` on, reusing its open receiver when it can.
@@ -238,6 +292,22 @@ class Receivers:
 
     # -- internals --------------------------------------------------------------------------
 
+    def _report_gaps(
+        self, partition_id: str, state: _Partition, start: int, end: int, skipped: Span | None
+    ) -> None:
+        """Raise for events of ``[start, end)`` the hub skipped, or log them (see the module)."""
+        missing = _missing(state.gaps, start, end, skipped)
+        if missing is None:
+            return
+        if self._options.fail_on_data_loss:
+            raise data_loss(self._options, {partition_id: missing})
+        _LOG.warning(
+            "failOnDataLoss=false: reading on past %s of event hub %r, which the hub's "
+            "retention removed before this query read them",
+            lost_events({partition_id: missing}),
+            self._options.eventhub,
+        )
+
     @staticmethod
     def _covers(state: _Partition, sequence: int) -> bool:
         """Whether the partition's receiver will deliver ``sequence`` without a restart."""
@@ -268,6 +338,7 @@ class Receivers:
         state.promised = sequence
         state.verified = False
         state.error = None
+        state.gaps = []
         state.client = None
         if old_client is not None:
             threading.Thread(target=old_client.close, daemon=True).start()
@@ -335,6 +406,9 @@ class Receivers:
             if state.generation != generation:
                 return
             for event in events:
+                if event.sequence_number > state.next_sequence:
+                    # The hub delivers every event it holds in order: those in between are gone.
+                    state.gaps.append((state.next_sequence, event.sequence_number - 1))
                 if event.sequence_number >= state.next_sequence:
                     state.rows.append(event_row(partition_id, event))
                     state.next_sequence = event.sequence_number + 1
@@ -342,6 +416,20 @@ class Receivers:
         log = os.environ.get(RECEIVE_LOG)
         if log:
             _log_receipts(log, partition_id, events, received)
+
+
+def _missing(gaps: list[Span], start: int, end: int, skipped: Span | None) -> Span | None:
+    """The span of the ``gaps`` in ``[start, end)`` that are not within ``skipped``, or None.
+
+    The span runs to the last event of its last gap, past ``end`` if the gap does: every event
+    from the first missing one that the hub no longer holds.
+    """
+    found = [(max(first, start), last) for first, last in gaps if last >= start and first < end]
+    if skipped is not None:
+        found = [(f, t) for f, t in found if not skipped[0] <= f <= t <= skipped[1]]
+    if not found:
+        return None
+    return min(f for f, _ in found), max(t for _, t in found)
 
 
 def _socket_timeout() -> float:

@@ -44,18 +44,28 @@ class KeptReceivers:
         self._reaper: threading.Thread | None = None
 
     def read_range(
-        self, options: EventHubsOptions, partition_id: str, first: int, last: int
+        self,
+        options: EventHubsOptions,
+        partition_id: str,
+        first: int,
+        last: int,
+        *,
+        skipped: tuple[int, int] | None = None,
     ) -> Iterator[Row]:
         """The events ``first <= sequence number < last`` of one partition, read in a task.
 
         A range the partition's receiver does not cover (a replay after a restart, a range
-        read elsewhere in between) restarts it at ``first``; a failed read closes it.
+        read elsewhere in between) restarts it at ``first``; a failed read closes it. Events
+        of the range the hub no longer holds are reported, but ``skipped`` (see
+        :meth:`Receivers.take`).
         """
         key = (options.connection_string, options.eventhub, options.consumer_group)
         receivers = self._being_read(key, options, partition_id)
         try:
             receivers.reuse_or_restart(partition_id, first)
-            yield from receivers.drain(partition_id, last, options.timeout_seconds)
+            yield from receivers.drain(
+                partition_id, last, options.timeout_seconds, start=first, skipped=skipped
+            )
         except BaseException:
             receivers.close_partition(partition_id)
             raise

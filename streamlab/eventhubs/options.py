@@ -51,6 +51,41 @@ class EventHubsUnavailable(RuntimeError):
     """The event hub could not be reached or does not exist."""
 
 
+class EventHubsDataLoss(RuntimeError):
+    """Events a query had still to read are gone: the hub's retention removed them."""
+
+
+def _count(number: int) -> str:
+    return f"{number:,}"
+
+
+def lost_events(lost: dict[str, tuple[int, int]]) -> str:
+    """``events 101 to 2,450 of partition 2``, for each partition's (first, last) lost event."""
+    parts = [
+        f"event {_count(first)} of partition {p}"
+        if first == last
+        else f"events {_count(first)} to {_count(last)} of partition {p}"
+        for p, (first, last) in sorted(lost.items(), key=lambda item: (len(item[0]), item[0]))
+    ]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def data_loss(options: EventHubsOptions, lost: dict[str, tuple[int, int]]) -> EventHubsDataLoss:
+    """The sentence for events a query needs that the hub no longer holds, and what to do."""
+    keys = " and ".join(
+        f"lostFrom.{p}, lostTo.{p}" for p in sorted(lost, key=lambda p: (len(p), p))
+    )
+    return EventHubsDataLoss(
+        f"{lost_events(lost)} of event hub {options.eventhub!r} were removed by the hub's "
+        "retention before this query read them: the query was down, or behind, for longer "
+        "than the hub keeps events. To read on from the oldest event the hub still holds, "
+        'restart the query with .option("failOnDataLoss", "false"): it skips the lost events '
+        "and records their range in the endOffset of the batch that skips them "
+        f"({keys}), which the query's progress shows. To keep it from happening again, keep "
+        "events in the hub for longer than the query can be down."
+    )
+
+
 def unavailable(options: EventHubsOptions, doing: str, error: Exception) -> EventHubsUnavailable:
     """One sentence for a failed call to the hub: what was tried, where, what the SDK said."""
     return EventHubsUnavailable(
@@ -94,6 +129,8 @@ class EventHubsOptions:
     receive_on: str = "driver"
     #: With ``receiveOn=driver``, a batch of at most this many events is read by one task.
     events_per_task: int = 10_000
+    #: Fail when events the query has still to read are gone (True), or skip them and say so.
+    fail_on_data_loss: bool = True
 
     @property
     def client_kwargs(self) -> dict:
@@ -144,6 +181,11 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
     receive_on = lowered.get("receiveon", "driver").strip().lower()
     if receive_on not in RECEIVE_ON:
         raise EventHubsOptionError(f"receiveOn must be driver or executors; got {receive_on!r}")
+    fail = lowered.get("failondataloss", "true").strip().lower()
+    if fail not in ("true", "false"):
+        raise EventHubsOptionError(
+            f"failOnDataLoss must be true or false; got {lowered['failondataloss']!r}"
+        )
     per_task = lowered.get("eventspertask", "10000")
     try:
         events_per_task = int(per_task)
@@ -163,6 +205,7 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
         system_properties=system == "true",
         receive_on=receive_on,
         events_per_task=events_per_task,
+        fail_on_data_loss=fail == "true",
     )
     parsed.starting_sequence_numbers()  # fail early on a malformed map
     return parsed

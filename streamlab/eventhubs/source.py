@@ -48,10 +48,25 @@ to read" (the reference heartbeat monitor does):
   sequence number the source knew the partition to hold when it planned the batch. A batch
   replayed after a restart knows the hub's end at the replay, which can only be later: its
   ranges may look cut short that were not, never the reverse.
+
+Events the hub no longer holds. A hub keeps events for a while (its retention); a query down,
+or behind, for longer finds that the position its checkpoint holds for a partition is older
+than the partition's oldest event (the hub's ``begin_sequence_number``, asked whenever the
+ends above are; or the first event a receiver delivers, which the hub starts at its oldest).
+With ``failOnDataLoss`` true, the default (as Spark's Kafka source), the batch fails with a
+sentence naming the event hub, the partition and the range that is gone, before anything is
+planned past it. With ``failOnDataLoss=false`` the source reads on from the oldest event kept,
+logs a warning, and records the range in the end offset of the batch that skips it, next to
+the partition's position: ``{"2": 2600, "lostFrom.2": 101, "lostTo.2": 2450}``. That offset
+is in the query's progress (``sources[0].endOffset``) and in the checkpoint's ``offsets/N``,
+so the gap stays on record with the batch that skipped it, and a replay of that batch reads
+the same events again. (A Python data source has no custom metrics in PySpark 4.3; its
+offsets and its ``latestOffset`` are what the progress shows of it.)
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -63,11 +78,34 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from streamlab.eventhubs.options import EventHubsOptions, unavailable
+from streamlab.eventhubs.options import EventHubsOptions, data_loss, lost_events, unavailable
 from streamlab.eventhubs.receivers import Receivers, Row, read_range
+
+_LOG = logging.getLogger("streamlab.eventhubs")
 
 #: The key of ``systemProperties`` that says how far the partition went when the batch was planned.
 LAST_ENQUEUED = "lastEnqueuedSequenceNumber"
+
+#: Keys of an end offset, followed by a partition id: the first and last event of the
+#: partition that the batch skipped because the hub no longer held them (failOnDataLoss=false).
+LOST_FROM, LOST_TO = "lostFrom.", "lostTo."
+
+
+def positions(offset: dict) -> dict[str, int]:
+    """The per-partition sequence numbers of an offset, without its record of lost events."""
+    return {
+        str(p): int(s) for p, s in offset.items() if not str(p).startswith((LOST_FROM, LOST_TO))
+    }
+
+
+def skipped(offset: dict) -> dict[str, tuple[int, int]]:
+    """Per partition, the (first, last) events an end offset records as skipped."""
+    found = {}
+    for key, first in offset.items():
+        partition_id = str(key)[len(LOST_FROM) :]
+        if str(key).startswith(LOST_FROM) and LOST_TO + partition_id in offset:
+            found[partition_id] = (int(first), int(offset[LOST_TO + partition_id]))
+    return found
 
 
 class EventsPartition(InputPartition):
@@ -83,14 +121,23 @@ class RangePartition(InputPartition):
     """One event hub partition's range ``[first, last)`` of sequence numbers in one micro-batch.
 
     Carries no events: the task that reads it receives them (``receiveOn=executors``).
+    ``skipped``: the (first, last) events the batch was planned without, gone from the hub.
     """
 
-    def __init__(self, partition_id: str, first: int, last: int, system: dict | None) -> None:
+    def __init__(
+        self,
+        partition_id: str,
+        first: int,
+        last: int,
+        system: dict | None,
+        skipped: tuple[int, int] | None = None,
+    ) -> None:
         super().__init__(partition_id)
         self.partition_id = partition_id
         self.first = first
         self.last = last
         self.system = system  # the systemProperties of every row, when asked for
+        self.skipped = skipped
 
 
 def _management(options: EventHubsOptions):
@@ -149,6 +196,17 @@ def apply_limit(start: dict[str, int], latest: dict[str, int], max_rows: int) ->
             if budget == 0:
                 break
     return {p: start[p] + granted[p] for p in latest}
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Ranges of sequence numbers (first, last), sorted, overlapping or touching ones joined."""
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(spans):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
 
 
 def _one_task_if_small(partitions: list, events_per_task: int) -> list:
@@ -219,17 +277,25 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._target = {p: end for p, (_, end) in partition_bounds(self.options).items()}
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        start = {str(p): int(s) for p, s in start.items()}
+        given, start = start, positions(start)
+        bounds: dict[str, tuple[int, int]] = {}
         if not self._on_executors and self.receivers.ensure(start):
             # A receiver that has just started has delivered nothing yet: ask the hub.
-            self.receivers.promise(
-                {p: end for p, (_, end) in partition_bounds(self.options).items() if p in start}
-            )
+            bounds = partition_bounds(self.options)
+            self.receivers.promise({p: end for p, (_, end) in bounds.items() if p in start})
         if self._on_executors:
             # The hub's ends now: every event planned exists, and "no rows" means none to read.
-            ends = {p: end for p, (_, end) in partition_bounds(self.options, list(start)).items()}
+            bounds = partition_bounds(self.options, list(start))
+            ends = {p: end for p, (_, end) in bounds.items()}
         else:
             ends = {p: self.receivers.available(p) for p in start}
+        gaps = self._gaps(start, bounds)
+        if gaps and self.options.fail_on_data_loss:
+            raise data_loss(self.options, {p: spans[0] for p, spans in gaps.items()})
+        for p, spans in gaps.items():
+            first, last = spans[0]
+            if first == start[p]:  # read on from the oldest event kept: the limit counts events
+                start[p] = last + 1
         if self._target is not None:
             latest = {p: max(start.get(p, 0), end) for p, end in self._target.items()}
             for p in start:
@@ -241,7 +307,53 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._known_end.update({p: max(end, ends.get(p, end)) for p, end in latest.items()})
         if isinstance(limit, ReadMaxRows):
             latest = apply_limit({p: start.get(p, 0) for p in latest}, latest, limit.max_rows)
-        return latest
+        record = self._record_skipped(gaps, latest)
+        if not record and latest == start == positions(given):
+            # Nothing new. Spark compares offsets as text: the previous batch's record of
+            # skipped events, still in ``given``, must not look like news.
+            return given
+        return {**latest, **record}
+
+    def _gaps(
+        self, start: dict[str, int], bounds: dict[str, tuple[int, int]]
+    ) -> dict[str, list[tuple[int, int]]]:
+        """Per partition, the (first, last) events from ``start`` on that the hub no longer
+        holds, in order: before its oldest event, or skipped by a receiver (see the module)."""
+        found = {}
+        for p, s in start.items():
+            spans = []
+            if p in bounds and s < bounds[p][0]:
+                spans.append((s, bounds[p][0] - 1))
+            if not self._on_executors:
+                spans += self.receivers.gaps_from(p, s)
+            if spans:
+                found[p] = _merged(spans)
+        return found
+
+    def _record_skipped(
+        self, gaps: dict[str, list[tuple[int, int]]], latest: dict[str, int]
+    ) -> dict[str, int]:
+        """The end offset's record of the events the batch skips (``latest`` is moved past
+        them): at most one range per partition and batch; a later gap waits for a later batch."""
+        record: dict[str, int] = {}
+        for p, spans in gaps.items():
+            first, last = spans[0]
+            if first >= latest[p]:
+                continue  # a gap beyond this batch's range
+            latest[p] = max(latest[p], last + 1)
+            if len(spans) > 1:
+                latest[p] = min(latest[p], spans[1][0])
+            record[LOST_FROM + p], record[LOST_TO + p] = first, last
+        if record:
+            _LOG.warning(
+                "failOnDataLoss=false: reading on past %s of event hub %r, which the hub's "
+                "retention removed before this query read them; the batch's endOffset records "
+                "them (%s)",
+                lost_events({p: spans[0] for p, spans in gaps.items() if LOST_FROM + p in record}),
+                self.options.eventhub,
+                ", ".join(f"{key}: {value}" for key, value in record.items()),
+            )
+        return record
 
     @property
     def _on_executors(self) -> bool:
@@ -254,22 +366,28 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return dict(self._known_end) or None
 
     def partitions(self, start: dict, end: dict) -> list[EventsPartition | RangePartition]:
+        start, lost, end = positions(start), skipped(end), positions(end)
         if self.options.system_properties and any(p not in self._known_end for p in end):
             # A batch replayed after a restart: its planning knowledge is gone; the hub's end
             # now is the best (latest) answer.
             self._known_end.update({p: e for p, (_, e) in partition_bounds(self.options).items()})
         result = []
         for partition_id in sorted(end, key=lambda p: (len(p), p)):
-            first, last = int(start.get(partition_id, 0)), int(end[partition_id])
+            first, last = start.get(partition_id, 0), end[partition_id]
+            gone = lost.get(partition_id)
+            if gone is not None and gone[0] <= first:
+                first = max(first, gone[1] + 1)  # planned without them: read from after them
             if last > first:
                 system = None
                 if self.options.system_properties:
                     known = max(last, self._known_end.get(partition_id, last))
                     system = {LAST_ENQUEUED: str(known - 1)}
                 if self._on_executors:
-                    result.append(RangePartition(partition_id, first, last, system))
+                    result.append(RangePartition(partition_id, first, last, system, gone))
                     continue
-                rows = self.receivers.take(partition_id, first, last, self.options.timeout_seconds)
+                rows = self.receivers.take(
+                    partition_id, first, last, self.options.timeout_seconds, skipped=gone
+                )
                 if system is not None:
                     rows = [row + (system,) for row in rows]
                 result.append(EventsPartition(partition_id, rows))
@@ -278,14 +396,20 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def read(self, partition: EventsPartition | RangePartition) -> Iterator[Row]:
         if isinstance(partition, EventsPartition):
             return iter(partition.rows)
-        rows = read_range(self.options, partition.partition_id, partition.first, partition.last)
+        rows = read_range(
+            self.options,
+            partition.partition_id,
+            partition.first,
+            partition.last,
+            skipped=partition.skipped,
+        )
         if partition.system is None:
             return rows
         return (row + (partition.system,) for row in rows)
 
     def commit(self, end: dict) -> None:
         if self._receivers is not None:  # with receiveOn=executors there is nothing to trim
-            self._receivers.discard_before({str(p): int(s) for p, s in end.items()})
+            self._receivers.discard_before(positions(end))
 
     def stop(self) -> None:
         if self._receivers is not None:
