@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pyspark.sql import Row
 
 from streamlab import registry
 from streamlab.grading import report
@@ -98,3 +99,47 @@ def test_two_lists_of_transitions_are_shown_as_a_diff():
     text = report.render(graded)
     assert "expected against your code:" in text and "     to  ('m1', 'Unhealthy'" in text
     assert "your code:" not in [line.strip() for line in text.splitlines()]  # a diff, not lists
+
+
+def test_numbers_equal_as_numbers_are_no_difference_in_a_diff():
+    # Lab 5.8: the answers were right but for one, and came as floats where ints were
+    # expected; the diff must point at the one wrong row, not at every 13 against 13.0.
+    cases = ["read to its end", "cut short", "no numbers", "one row", "ahead", "no number"]
+    cases += ["repeated", "late", "ends"]
+    expected = [(case, 13) for case in cases]
+    actual = [(case, 13.0) for case in cases]
+    actual[4] = ("ahead", 14.0)
+    with pytest.raises(CheckFailed) as failed:
+        expect_equal(actual, expected, "read_until for each case.")
+    lines = failed.value.diff.splitlines()
+    assert [line.split()[0] for line in lines].count("ok") == 8
+    assert [line for line in lines if not line.startswith("ok")] == [
+        "changed  ('ahead', 13)",
+        "     to  ('ahead', 14)",
+    ]
+    # Equal as numbers is equal, in rows and dicts too; only the diff's lines are rendered
+    # alike, what the code returned is shown as it was.
+    expect_equal(actual[:4], expected[:4], "equal")
+    assert "13.0" in failed.value.actual
+    rows = [Row(name=f"m{n}", seen={"count": 2, "seconds": n + 0.5}) for n in range(4)]
+    floats = [Row(name=f"m{n}", seen={"count": 2.0, "seconds": n + 0.5}) for n in range(4)]
+    floats[3] = Row(name="m9", seen={"count": 2.0, "seconds": 3.5})
+    lines = list_diff(rows, floats).splitlines()
+    assert lines == [
+        "ok       Row(name='m0', seen={'count': 2, 'seconds': 0.5})",
+        "ok       Row(name='m1', seen={'count': 2, 'seconds': 1.5})",
+        "ok       Row(name='m2', seen={'count': 2, 'seconds': 2.5})",
+        "changed  Row(name='m3', seen={'count': 2, 'seconds': 3.5})",
+        "     to  Row(name='m9', seen={'count': 2, 'seconds': 3.5})",
+    ]
+
+
+def test_a_diff_shows_each_item_the_way_the_check_shows_its_list():
+    # A check's `show` renders a whole list of rows; the diff shows each row the same way.
+    def show(rows) -> str:
+        return "\n".join(f"{m} {n}" for m, n in rows) or "nothing"
+
+    with pytest.raises(CheckFailed) as failed:
+        expect_equal([("m1", 1), ("m2", 2.0)], [("m1", 1.0), ("m2", 3)], "Counts.", show=show)
+    assert failed.value.expected == "m1 1.0\nm2 3"
+    assert failed.value.diff.splitlines() == ["ok       m1 1", "changed  m2 3", "     to  m2 2"]

@@ -20,7 +20,16 @@ import pytest
 
 from streamlab.grading import report
 from streamlab.grading.expect import CheckFailed
-from streamlab.grading.verdict import NOT_STARTED, PASSED, CheckResult, Verdict, verdict_for
+from streamlab.grading.loader import CellProblem, NotebookMissing, reference_sentence
+from streamlab.grading.verdict import (
+    NOT_STARTED,
+    PASSED,
+    CellFailed,
+    CheckResult,
+    Verdict,
+    verdict_for,
+)
+from streamlab.paths import REPO_ROOT
 from streamlab.registry import Exercise, Lab
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -37,6 +46,9 @@ LAB = Lab(
         Exercise("4.2", "Heartbeats and timeouts", ("Emit a row only on a change.", "Then...")),
         Exercise("4.3", "Two state calls", HINTS),
         Exercise("4.4", "The query", HINTS, kind="predict"),
+        Exercise("4.5", "Against the reference", HINTS),
+        Exercise("4.6", "Set up on the reference", HINTS),
+        Exercise("4.7", "Set up on the reference too", HINTS),
     ),
 )
 
@@ -50,11 +62,20 @@ def _graded() -> dict:
         hint="A timer fires only when no heartbeat came before it.",
     )
     long = AssertionError("The sink should hold each batch once; " * 25)
+    notebook = LAB.notebook(REPO_ROOT / "labs")
+    reference = NotebookMissing(REPO_ROOT / "solutions" / "03-state" / "03-state.ipynb")
+    setup = CellProblem(
+        None, 3, "reference", reference_sentence(reference, "This lab's checks"), "import json"
+    )
     results = [
         CheckResult("04", "4.1", "a", Verdict(PASSED, "")),
         CheckResult("04", "4.2", "b", verdict_for(transitions, "4.2")),
         CheckResult("04", "4.3", "c", verdict_for(long, "4.3")),
         CheckResult("04", "4.4", "d", Verdict(NOT_STARTED, "Exercise 4.4 is not done yet.")),
+        # The course's reference notebook is missing: not graded, said once, with no hint.
+        CheckResult("04", "4.5", "e", verdict_for(reference, "4.5", notebook)),
+        CheckResult("04", "4.6", "f", verdict_for(CellFailed(setup), "4.6")),
+        CheckResult("04", "4.7", "g", verdict_for(CellFailed(setup), "4.7")),
     ]
     earlier = {
         "status": "graded",
@@ -64,7 +85,7 @@ def _graded() -> dict:
     graded = report.grade(
         [LAB],
         results,
-        cells={"04": {"4.1": 6, "4.2": 10, "4.3": 17, "4.4": 23}},
+        cells={"04": {"4.1": 6, "4.2": 10, "4.3": 17, "4.4": 23, "4.5": 30, "4.6": 33, "4.7": 36}},
         first_lines={"04": {"4.2": "class HeartbeatProcessor(StatefulProcessor):"}},
         fingerprints={"04": "0123456789abcdef"},
         earlier=earlier,

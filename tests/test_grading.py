@@ -24,6 +24,7 @@ from streamlab.grading.verdict import (
     combine,
     verdict_for,
 )
+from streamlab.notebooks import exercise_id, without_markers
 from streamlab.paths import REPO_ROOT
 
 
@@ -365,3 +366,117 @@ def test_nox_check_grades_chosen_exercises_without_nox_noise(tmp_path):
     assert out.stdout.strip().splitlines()[-1] == "2 passed, 0 failed"
     exercises = json.loads(grade_json.read_text())["labs"][0]["exercises"]
     assert [(e["id"], e["status"]) for e in exercises] == [("0.1", "passed"), ("0.3", "passed")]
+
+
+def _lab05(folder: Path, solved: tuple[str, ...]) -> Path:
+    """Lab 05 as handed out, with the cells of ``solved`` as a learner who solved them has them."""
+    lab = registry.lab("05")
+    solution = {
+        exercise_id(cell): without_markers(cell.source)
+        for cell in nbformat.read(lab.notebook(REPO_ROOT / "solutions"), as_version=4).cells
+        if exercise_id(cell)
+    }
+    notebook = nbformat.read(lab.notebook(REPO_ROOT / "labs"), as_version=4)
+    for cell in notebook.cells:
+        if exercise_id(cell) in solved:
+            cell.source = solution[exercise_id(cell)]
+    path = lab.notebook(folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(notebook, path)
+    return path
+
+
+def test_grading_one_exercise_keeps_the_rest_of_the_labs_record(tmp_path):
+    # Lab 05's exercises 5.1, 5.6 and 5.7 need no Spark; the others are left as stubs.
+    lab = registry.lab("05")
+    total = len(lab.exercises)
+    mine, grade_json = tmp_path / "mine", tmp_path / "build" / "grade.json"
+    _lab05(mine, ("5.1", "5.6"))
+    out = run_grader(mine, "05", json_path=grade_json)
+    assert out.returncode == 0, out.stdout + out.stderr
+    first = json.loads(grade_json.read_text())["labs"][0]
+    assert [e["id"] for e in first["exercises"] if e["status"] == "passed"] == ["5.1", "5.6"]
+
+    # The same code, one exercise again: the others hold as they were graded.
+    out = run_grader(mine, "05", json_path=grade_json, extra=("--exercise", "5.1"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    again = json.loads(grade_json.read_text())
+    entry = again["labs"][0]
+    assert entry["fingerprint"] == first["fingerprint"] and entry["earlier_exercises"] == []
+    assert [e["id"] for e in entry["exercises"]] == [e.id for e in lab.exercises]
+    assert [e["id"] for e in entry["exercises"] if not e["earlier"]] == ["5.1"]
+    assert again["progress"]["labs"] == [
+        {
+            "id": "05",
+            "earlier": False,
+            "total": total,
+            "passed": 2,
+            "kept": total - 1,
+            "outdated": 0,
+        }
+    ]
+    assert f"(lab 05 2/{total}+)" in out.stdout
+    assert "as an earlier run graded them, on the same code." in " ".join(out.stdout.split())
+    assert "5.6 " not in out.stdout  # the table shows what was graded now
+    assert out.stdout.strip().splitlines()[-1] == "1 passed, 0 failed"
+
+    # 5.7 solved, graded alone: the notebook's graded cells changed since the others were
+    # graded, so they are kept as recorded, apart, and not claimed for the code of now.
+    _lab05(mine, ("5.1", "5.6", "5.7"))
+    out = run_grader(mine, "05", json_path=grade_json, extra=("--exercise", "5.7"))
+    assert out.returncode == 0, out.stdout + out.stderr
+    last = json.loads(grade_json.read_text())
+    entry = last["labs"][0]
+    assert entry["fingerprint"] != first["fingerprint"]
+    assert [(e["id"], e["status"], e["earlier"]) for e in entry["exercises"]] == [
+        ("5.7", "passed", False)
+    ]
+    kept = entry["earlier_exercises"]
+    assert [e["id"] for e in kept] == [e.id for e in lab.exercises if e.id != "5.7"]
+    assert {e["fingerprint"] for e in kept} == {first["fingerprint"]}
+    assert all(e["earlier"] for e in kept)
+    assert {e["id"]: e["status"] for e in kept if e["status"] == "passed"} == {
+        "5.1": "passed",
+        "5.6": "passed",
+    }
+    assert last["progress"]["labs"][0]["passed"] == 3
+    assert last["progress"]["labs"][0]["outdated"] == total - 1
+    words = " ".join(out.stdout.split())
+    assert f"Course progress: 3 of {total} exercises passed (lab 05 3/{total}+)." in words
+    assert (
+        f"+ lab 05: {total - 1} exercises not graded in this run count as an earlier run graded "
+        "them; the notebook's graded cells have changed since: `nox -s check -- 05` grades them "
+        "again."
+    ) in words
+    assert out.stdout.strip().splitlines()[-1] == "1 passed, 0 failed"
+
+
+def test_a_lab_not_graded_now_keeps_its_earlier_record_whole():
+    lab04, lab05 = registry.lab("04"), registry.lab("05")
+    rows = [CheckResult("04", e.id, "a", Verdict(PASSED, "")) for e in lab04.exercises]
+    earlier = report.grade([lab04], rows, fingerprints={"04": "f1"})
+    # Lab 04 named, but only an exercise of lab 05 graded: lab 04 stays as it was.
+    graded = report.grade(
+        [lab04, lab05],
+        [CheckResult("05", "5.1", "a", Verdict(PASSED, ""))],
+        exercises={"5.1"},
+        earlier=earlier,
+    )
+    assert [lab["id"] for lab in graded["labs"]] == ["05"]
+    assert graded["earlier_labs"] == earlier["labs"]
+    # Lab 04 graded again but its checks could not run (no fingerprint): the rest of its
+    # record is kept apart, and the table does not say the code changed.
+    again = report.grade(
+        [lab04],
+        [],
+        lab_errors={"04": "Lab 04 could not be graded."},
+        exercises={"4.1"},
+        earlier=earlier,
+    )
+    entry = again["labs"][0]
+    assert [e["id"] for e in entry["exercises"]] == ["4.1"]
+    assert [e["fingerprint"] for e in entry["earlier_exercises"]] == ["f1"] * (
+        len(lab04.exercises) - 1
+    )
+    text = " ".join(report.render(again).split())
+    assert "this run could not tell whether the code has changed since" in text

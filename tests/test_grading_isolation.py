@@ -196,7 +196,7 @@ def test_a_truncated_notebook_is_the_files_fault(tmp_path):
     assert "git checkout" in lab["message"] and "Your code was not run" in lab["message"]
     assert {e["status"] for e in lab["exercises"]} == {"failed"}
     assert "not complete JSON" in lab["message"]
-    assert out.stdout.count("Not graded: ") == 1 and out.stdout.count("Your code was not") == 1
+    assert out.stdout.count("Not graded:") == 1 and out.stdout.count("Your code was not") == 1
 
 
 def _children(pid: int) -> list[int]:

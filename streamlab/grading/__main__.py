@@ -4,9 +4,14 @@ The learner's code never runs in this process: the checks run in a child process
 (:mod:`streamlab.grading.supervisor`) under a hard wall-clock limit.
 
 Exit status: 0 when no exercise failed (passed or not started: an untouched lab is not an
-error), 1 when an exercise failed or a lab could not be graded, 2 for a wrong command line,
-and, with ``--complete``, 3 when nothing failed but some exercise is not started yet.
-``build/grade.json`` says the same in ``"complete"``.
+error), 1 when an exercise failed or could not be graded (a lab that could not be graded, or
+an exercise "not graded" because the course's reference notebooks are missing), 2 for a wrong
+command line, and, with ``--complete``, 3 when nothing failed but some exercise is not started
+yet. ``build/grade.json`` says the same in ``"complete"``.
+
+With ``--exercise``, the lab's other exercises keep their grade from the run before in
+``build/grade.json`` (see :mod:`streamlab.grading.report`), so the course's progress still
+counts them.
 """
 
 from __future__ import annotations
@@ -38,8 +43,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="ID",
-        help="grade only this exercise, e.g. 4.2 (repeatable); the others "
-        "are left out of the table and of the JSON",
+        help="grade only this exercise, e.g. 4.2 (repeatable); the others are left out "
+        "of the table, and keep their earlier grade in the JSON",
     )
     parser.add_argument(
         "--json", default=str(BUILD_DIR / "grade.json"), help="where to write the grade as JSON"
@@ -114,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen,
         outcome.results,
         lab_errors=outcome.lab_errors,
+        not_graded=outcome.not_graded,
         cells=outcome.cells,
         first_lines=outcome.first_lines,
         fingerprints=outcome.fingerprints,
@@ -126,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(report.render(graded))
     tally = report.counts(graded)
-    if tally["failed"] or outcome.lab_errors:
+    if tally["failed"] or tally["not-graded"] or outcome.lab_errors:
         return FAILED
     if args.complete and not graded["complete"]:
         return INCOMPLETE

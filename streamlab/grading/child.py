@@ -17,16 +17,42 @@ import time
 import pytest
 
 from streamlab.grading import events
+from streamlab.grading.loader import missing_reference, reference_sentence
+from streamlab.grading.supervisor import lab_of_check
 from streamlab.paths import REPO_ROOT
 
 
 class _Recorder:
-    """Reports a check file that failed to import: a bug in the course, not the learner's."""
+    """Reports a check file that failed to import.
+
+    That is a bug in the course, not the learner's, unless what failed was reading one of the
+    course's reference notebooks in ``solutions/`` that the checks compare the code with:
+    then the lab is not graded, and the sentence says how to restore the notebook.
+    """
+
+    def __init__(self) -> None:
+        self._errors: dict[str, BaseException] = {}
+
+    def pytest_exception_interact(self, node, call: pytest.CallInfo, report) -> None:
+        # Called before pytest_collectreport for a file that failed to import.
+        if isinstance(report, pytest.CollectReport) and call.excinfo is not None:
+            self._errors[report.nodeid] = call.excinfo.value
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            last = report.longreprtext.strip().splitlines()[-1:] or ["?"]
-            events.emit(events.EventKind.BROKEN, check=report.nodeid, message=last[0])
+        if not report.failed:
+            return
+        reference = missing_reference(self._errors.pop(report.nodeid, None))
+        lab = lab_of_check(report.nodeid)
+        if reference is not None and lab:
+            events.emit(
+                events.EventKind.BROKEN,
+                check=report.nodeid,
+                message=reference_sentence(reference, f"Lab {lab}'s checks"),
+                reference=True,
+            )
+            return
+        last = report.longreprtext.strip().splitlines()[-1:] or ["?"]
+        events.emit(events.EventKind.BROKEN, check=report.nodeid, message=last[0])
 
 
 def _die_with_supervisor() -> None:
@@ -50,6 +76,9 @@ def main(argv: list[str]) -> int:
     code = pytest.main(
         [
             *argv,
+            # One lab's check file that does not load must not keep the others from being
+            # graded: pytest would otherwise stop before running any check.
+            "--continue-on-collection-errors",
             "-p",
             "no:terminal",
             "-p",

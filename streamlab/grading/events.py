@@ -30,7 +30,8 @@ class EventKind(StrEnum):
     RESULT = "result"
     #: A lab's notebook cannot be read: ``message``.
     LAB_ERROR = "lab-error"
-    #: A check file does not load (a course bug): ``check``, ``message``.
+    #: A check file does not load: ``check``, ``message``; a course bug, unless ``reference``
+    #: (the course's reference notebook it reads is missing: ``message`` says what to do).
     BROKEN = "broken"
     #: The child's checks are over: ``code``.
     DONE = "done"

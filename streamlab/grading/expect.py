@@ -44,7 +44,12 @@ class CheckFailed(AssertionError):
         self.expected = "" if expected is None else shown(expected)
         self.actual = "" if actual is None else shown(actual)
         self.hint = hint
-        self.diff = list_diff(expected, actual, show) if _listlike(expected, actual) else ""
+        self.diff = ""
+        if _listlike(expected, actual):
+            try:
+                self.diff = list_diff(expected, actual, show)
+            except Exception:  # a diff is a help; the check's verdict must not hang on it
+                self.diff = ""
 
 
 def _listlike(expected: Any, actual: Any) -> bool:
@@ -64,9 +69,14 @@ def list_diff(
 
     ``ok`` as expected, ``missing`` expected but not produced, ``extra`` produced but not
     expected, ``changed`` ... ``to`` an item in the place of the one expected there.
+
+    ``show`` renders a whole list (as :class:`CheckFailed` uses it), so an item is shown as
+    ``show([item])``. Numbers that are equal as numbers are shown alike on both sides (13.0
+    as 13, in tuples, rows, lists and dicts too), so that only real differences stand out:
+    :func:`expect_equal` compares values, and 13 == 13.0.
     """
-    item = show or repr
-    want, got = [item(x) for x in expected], [item(x) for x in actual]
+    want = [_line(x, show, expected) for x in expected]
+    got = [_line(x, show, actual) for x in actual]
     lines = []
     matcher = SequenceMatcher(a=want, b=got, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -74,11 +84,59 @@ def list_diff(
             lines += [f"{SAME:<8} {x}" for x in want[i1:i2]]
             continue
         paired = min(i2 - i1, j2 - j1) if tag == "replace" else 0
-        for x, y in zip(want[i1 : i1 + paired], got[j1 : j1 + paired]):
-            lines += [f"{CHANGED:<8} {x}", f"{TO:>7}  {y}"]
+        for i, j in zip(range(i1, i1 + paired), range(j1, j1 + paired)):
+            if _equal(expected[i], actual[j]):
+                # Equal, though shown otherwise (a Row against a tuple): no difference.
+                lines += [f"{SAME:<8} {want[i]}"]
+            else:
+                lines += [f"{CHANGED:<8} {want[i]}", f"{TO:>7}  {got[j]}"]
         lines += [f"{MISSING:<8} {x}" for x in want[i1 + paired : i2]]
         lines += [f"{EXTRA:<8} {y}" for y in got[j1 + paired : j2]]
     return "\n".join(lines)
+
+
+def _line(item: Any, show: Callable[[Any], str] | None, whole: Sequence[Any]) -> str:
+    """One item of a diff on one line, its whole numbers shown without a fraction."""
+    item = _whole_numbers(item)
+    if show is None:
+        return repr(item)
+    try:
+        text = show([item] if isinstance(whole, list) else (item,))
+    except Exception:  # a show that cannot take one item: the item as Python writes it
+        return repr(item)
+    return " ".join(str(text).split("\n"))
+
+
+#: Floats this far from zero or farther are shown as they are (an int would be exact).
+_EXACT = 2.0**53
+
+
+def _whole_numbers(value: Any) -> Any:
+    """``value`` with every float that holds a whole number (13.0) as an int (13)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT:
+        return int(value)
+    if isinstance(value, tuple):
+        items = [_whole_numbers(v) for v in value]
+        fields = getattr(value, "__fields__", None)
+        if fields is not None:  # a pyspark Row: the same fields, the numbers shown whole
+            row = type(value)(*items)
+            row.__fields__ = fields
+            return row
+        if hasattr(value, "_fields"):  # a named tuple
+            return type(value)._make(items)
+        return tuple(items) if type(value) is tuple else value
+    if type(value) is list:
+        return [_whole_numbers(v) for v in value]
+    if type(value) is dict:
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    return value
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
 
 
 def describe(value: Any) -> str:

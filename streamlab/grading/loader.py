@@ -33,6 +33,7 @@ from streamlab.notebooks import (
     first_line,
     is_graded,
 )
+from streamlab.paths import REPO_ROOT
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class CellProblem:
     exercise: str | None  # None for a graded-setup cell, which every exercise needs
     cell_number: int  # 1-based position in the notebook, markdown cells included; 0: none
     kind: str  # "syntax", "error", "exit", "query", "timeout", "crash", "duplicate",
-    #            "missing-tag" or "not-done"
+    #            "missing-tag", "not-done" or "reference" (the course's reference is missing)
     detail: str
     #: The cell's first line that says something: with the tag, how a learner finds the cell
     #: in JupyterLab (which shows no cell numbers).
@@ -75,7 +76,7 @@ class CellProblem:
             )
         if self.kind == "crash":
             return f"Running {self.where} {self.detail}"
-        if self.kind in ("duplicate", "missing-tag"):
+        if self.kind in ("duplicate", "missing-tag", "reference"):
             return self.detail
         return f"Running {self.where} failed: {self.detail}"
 
@@ -108,6 +109,61 @@ class NotebookMissing(NotebookUnreadable):
             f"There is no notebook at {_shown(path)}: restore it with "
             f"`git checkout -- {_shown(path)}`, or grade another folder with --notebooks.",
         )
+
+
+#: The course's reference notebooks, which some checks compare the learner's code with.
+REFERENCE_DIR = REPO_ROOT / "solutions"
+
+
+def missing_reference(
+    error: BaseException | None, notebook: Path | None = None
+) -> NotebookUnreadable | None:
+    """The course's reference notebook that ``error`` (or what caused it) could not read.
+
+    A reference notebook is one under ``solutions/`` other than ``notebook``, the one being
+    graded (which may be a solution notebook itself, with ``--notebooks solutions``).
+    """
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, NotebookUnreadable) and _is_reference(error.path, notebook):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _is_reference(path: Path, notebook: Path | None) -> bool:
+    where = Path(path).resolve()
+    if notebook is not None and where == Path(notebook).resolve():
+        return False
+    return where.is_relative_to(REFERENCE_DIR.resolve())
+
+
+def reference_sentence(problem: NotebookUnreadable, whose: str) -> str:
+    """What to do when the reference notebook of ``problem`` is missing or broken.
+
+    ``whose`` names the checks: "Lab 10's checks", "The checks of exercise 9.7".
+    """
+    shown = _from_root(problem.path)
+    if not isinstance(problem, NotebookMissing):
+        what = f"{shown} is not a valid notebook ({problem.detail.rstrip('.')})"
+    elif REFERENCE_DIR.is_dir():
+        what = f"{shown} is missing"
+    else:
+        what = f"the folder solutions/ is missing (with {shown} in it)"
+    return (
+        f"{whose} compare your code with the course's reference notebooks in solutions/, and "
+        f"{what}: restore it with `git checkout -- solutions/` (or download the course "
+        "again), then grade again."
+    )
+
+
+def _from_root(path: Path) -> str:
+    """``path`` as the course's own files are named: relative to the course's folder."""
+    try:
+        return Path(path).resolve().relative_to(REPO_ROOT.resolve()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _shown(path: Path) -> str:
@@ -239,7 +295,13 @@ def load_notebook(
         if on_cell:
             on_cell(exercise, number, line)
         problem = _run_cell(
-            cell.source, filename, module, exercise, number, cell_time_limit or CELL_TIME_LIMIT
+            cell.source,
+            filename,
+            module,
+            exercise,
+            number,
+            cell_time_limit or CELL_TIME_LIMIT,
+            notebook=path,
         )
         if on_cell:
             on_cell(None, 0, "")
@@ -301,6 +363,7 @@ def _run_cell(
     exercise: str | None,
     number: int,
     limit: float,
+    notebook: Path | None = None,
 ) -> CellProblem | None:
     try:
         code = compile(source, filename, "exec")
@@ -318,7 +381,7 @@ def _run_cell(
         if running is not None and running.expired:
             # A library (py4j) caught the timeout and raised its own error instead.
             return CellProblem(exercise, number, "timeout", str(running.error()))
-        return _cell_error(error, filename, exercise, number)
+        return _cell_error(error, filename, exercise, number, notebook)
     finally:
         leftover = _stop_leftover_queries()
     if leftover:
@@ -327,11 +390,21 @@ def _run_cell(
 
 
 def _cell_error(
-    error: BaseException, filename: str, exercise: str | None, number: int
+    error: BaseException,
+    filename: str,
+    exercise: str | None,
+    number: int,
+    notebook: Path | None = None,
 ) -> CellProblem:
-    """The problem for a cell that raised ``error``."""
+    """The problem for a cell of ``notebook`` that raised ``error``."""
     if isinstance(error, KeyboardInterrupt):
         raise error
+    reference = missing_reference(error, notebook)
+    if reference is not None:
+        # The course's cell loads the course's reference: not the learner's code.
+        return CellProblem(
+            exercise, number, "reference", reference_sentence(reference, "This lab's checks")
+        )
     if isinstance(error, NotImplementedError) and NOT_DONE_PATTERN.match(str(error)):
         return CellProblem(exercise, number, "not-done", str(error))
     if isinstance(error, NotImplementedError):

@@ -31,7 +31,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 
 from streamlab import processes, registry
 from streamlab.grading.cell_history import LAST_RUNS, CellRun
-from streamlab.grading.verdict import PASSED, Status
+from streamlab.grading.verdict import NOT_GRADED, PASSED, Status
 from streamlab.notebooks import cell_name, exercise_id, first_line, is_graded, read_cells
 from streamlab.paths import REPO_ROOT
 
@@ -60,6 +60,11 @@ class Graded:
             return Status(self.status)
         except ValueError:
             return None
+
+    @property
+    def version_label(self) -> str:
+        """How the version of the cell is introduced: not graded, it was only read."""
+        return "Read" if self.status == NOT_GRADED else "Graded"
 
     def compared(self) -> list[tuple[str, str]]:
         """(label, text) of what the failed check compared: its diff, else both sides."""
@@ -95,7 +100,7 @@ class CheckReport:
                 lines.extend(f"    {line}" for line in text.splitlines())
             if e.status != "passed" and e.hint:
                 lines.append(f"  Hint: {e.hint} (more: nox -s hint -- {e.id})")
-            lines.append(f"  Graded: {e.version}.")
+            lines.append(f"  {e.version_label}: {e.version}.")
         lines.append(f"({self.notebook.name}, graded in {self.seconds:.1f} s)")
         return "\n".join(lines)
 
@@ -130,7 +135,7 @@ class CheckReport:
                 )
             parts.append(
                 f"<div class='streamlab-check-version' style='color:#6e7781'>"
-                f"Graded: {html.escape(e.version)}.</div>"
+                f"{e.version_label}: {html.escape(e.version)}.</div>"
             )
             rows.append(
                 f"<div class='streamlab-check streamlab-check-{html.escape(e.status)}' "

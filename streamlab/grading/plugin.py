@@ -184,6 +184,13 @@ def _cap(config: pytest.Config, limit: float) -> float:
     return min(limit, cap) if cap else limit
 
 
+def graded_notebook(item: pytest.Item) -> Path:
+    """The notebook whose cells ``item`` grades: the lab's in --notebooks, or a variant's."""
+    variant = item.stash.get(_unit_key, None)
+    folder = Path(variant["folder"]) if variant else notebooks_dir(item.config)
+    return registry.lab(lab_of(item)).notebook(folder)
+
+
 def _notebook_for(item: pytest.Item) -> LoadedNotebook:
     lab = registry.lab(lab_of(item))
     unit = unit_of(item)
@@ -194,14 +201,13 @@ def _notebook_for(item: pytest.Item) -> LoadedNotebook:
             cache.clear()  # one variant at a time: the ones before it are graded
         known = _plan(item.config).get("cells", {}).get(unit, {})
         skip = {int(n): CellProblem(**fields) for n, fields in known.items()}
-        folder = Path(variant["folder"]) if variant else notebooks_dir(item.config)
 
         def on_cell(exercise_id: str | None, number: int, line: str) -> None:
             events.emit(EventKind.CELL, lab=unit, exercise=exercise_id, cell=number, line=line)
 
         try:
             cache[unit] = load_notebook(
-                lab.notebook(folder),
+                graded_notebook(item),
                 expected=[e.id for e in lab.exercises],
                 skip=skip,
                 on_cell=on_cell,
@@ -291,7 +297,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if call.when == "call" or failed_setup:
         error = call.excinfo.value if call.excinfo else None
         exercise_id = _exercise_of(item)
-        verdict = verdict_for(error, exercise_id)
+        verdict = verdict_for(error, exercise_id, graded_notebook(item))
         check_hint = _exercise_marker(item).kwargs.get("hint", "")
         if verdict.status == FAILED and check_hint and not verdict.hint:
             verdict = dataclasses.replace(verdict, hint=check_hint)

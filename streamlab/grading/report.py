@@ -3,25 +3,36 @@
 ``build/grade.json`` (written atomically: first ``{"status": "in-progress"}``, then the
 grade)::
 
-    {"format_version": 1, "status": "graded", "notebooks": "labs", "complete": false,
+    {"format_version": 2, "status": "graded", "notebooks": "labs", "complete": false,
      "earlier_labs": [...],  # other labs, as an earlier run graded them
      "labs": [{"id": "00", "title": "...", "status": "graded" | "error", "message": "",
                "fingerprint": "...",  # of the graded cells that ran (streamlab.notebooks)
                "exercises": [{"id": "0.1", "title": "...", "cell": 5, "cell_line": "def ...",
-                              "status": "passed" | "failed" | "not-started",
+                              "status": "passed" | "failed" | "not-started" | "not-graded",
                               "message": "...", "expected": "...", "actual": "...",
-                              "diff": "...", "hint": "..."}]}],
-     "progress": {"passed": 1, "failed": 1, "not-started": 1, "total": 3,
+                              "diff": "...", "hint": "...", "earlier": false}],
+               "earlier_exercises": [{..., "earlier": true, "fingerprint": "..."}]}],
+     "progress": {"passed": 1, "failed": 1, "not-started": 1, "not-graded": 0, "total": 3,
                   "course_passed": 4, "course_total": 44,
-                  "labs": [{"id": "00", "passed": 1, "total": 3, "earlier": false}],
+                  "labs": [{"id": "00", "passed": 1, "total": 3, "earlier": false,
+                            "kept": 0, "outdated": 0}],
                   "next": {"lab": "00", "id": "0.2", "title": "...", "status": "failed"}},
      "unsaved": [{"lab": "00", "exercise": "0.3", "message": "... Did you save? ..."}]}
 
 Nothing in it is cut: the sentence, expected, actual and the diff are whole (the table
 shortens them). ``hint`` is set only for a failed exercise: the failed check's own hint, else
-the exercise's first tier. ``next`` is within the labs of this run. With ``--exercise``, a lab
-lists only the exercises graded. ``format_version`` changes when a field changes meaning or
-goes away.
+the exercise's first tier. ``not-graded`` says the checks could not run for a reason that is
+not the learner's code (the course's reference notebooks in ``solutions/`` are missing); it is
+neither passed nor failed, and has no hint. ``next`` is within the labs of this run.
+
+Every exercise in a lab's ``exercises`` holds for the graded cells of its ``fingerprint``.
+With ``--exercise``, the exercises graded now (``"earlier": false``) join the lab's record
+from the run before: an exercise that run graded on the same graded cells stays in
+``exercises`` (``"earlier": true``); one it graded on other cells (the notebook changed since)
+moves to ``earlier_exercises``, kept as it was, with the ``fingerprint`` it was graded on. The
+progress counts both (``kept``: how many; ``outdated``: how many were graded on other cells);
+the closing tally (``passed``, ``failed``, ...) counts what this run graded.
+``format_version`` changes when a field changes meaning or goes away.
 """
 
 from __future__ import annotations
@@ -30,11 +41,12 @@ import dataclasses
 import json
 import textwrap
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from streamlab.grading.verdict import (
     FAILED,
+    NOT_GRADED,
     NOT_STARTED,
     PASSED,
     CheckResult,
@@ -47,7 +59,7 @@ from streamlab.paths import write_atomically
 from streamlab.registry import Lab
 
 #: The version of the format of ``build/grade.json``.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def grade(
@@ -55,6 +67,7 @@ def grade(
     results: list[CheckResult],
     *,
     lab_errors: Mapping[str, str] | None = None,
+    not_graded: Collection[str] = (),
     cells: Mapping[str, Mapping[str, int]] | None = None,
     first_lines: Mapping[str, Mapping[str, str]] | None = None,
     fingerprints: Mapping[str, str] | None = None,
@@ -64,14 +77,19 @@ def grade(
 ) -> dict:
     """The grade in the shape of ``build/grade.json``.
 
-    ``exercises`` limits the grade to those exercises (the others are left out);
-    ``earlier`` is a previous grade whose other labs count towards the course's progress.
+    ``lab_errors`` say why a lab could not be graded: its exercises fail with that sentence,
+    or are not graded when the lab is in ``not_graded``. ``exercises`` limits the grade to
+    those exercises, the others of their lab kept as ``earlier`` graded them; ``earlier`` is
+    a previous grade, whose other labs also count towards the course's progress.
     """
     lab_errors, cells = lab_errors or {}, cells or {}
     by_exercise: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
     for result in results:
         by_exercise[(result.lab, result.exercise)].append(result.verdict)
     entries = []
+    if exercises:
+        # A lab none of whose exercises is graded now stays as an earlier run graded it.
+        labs = [lab for lab in labs if any(e.id in exercises for e in lab.exercises)]
     for lab in labs:
         error = lab_errors.get(lab.id, "")
         rows = []
@@ -82,7 +100,7 @@ def grade(
             verdict = combine(verdicts)
             if error and (not verdicts or verdict.status != PASSED):
                 # A lab that could not be graded says why once, for all its exercises.
-                verdict = Verdict(FAILED, error)
+                verdict = Verdict(NOT_GRADED if lab.id in not_graded else FAILED, error)
             cell = cells.get(lab.id, {}).get(e.id)
             line = (first_lines or {}).get(lab.id, {}).get(e.id, "")
             if verdict.status == FAILED and cell and "cell" not in verdict.message.lower():
@@ -98,18 +116,21 @@ def grade(
                     **_fields(verdict),
                     # A hint only where the learner's own attempt failed (or when asked).
                     "hint": (verdict.hint or e.hint) if verdict.status == FAILED else "",
+                    "earlier": False,
                 }
             )
-        entries.append(
-            {
-                "id": lab.id,
-                "title": lab.title,
-                "status": "error" if error else "graded",
-                "message": error,
-                "fingerprint": (fingerprints or {}).get(lab.id, ""),
-                "exercises": rows,
-            }
-        )
+        entry = {
+            "id": lab.id,
+            "title": lab.title,
+            "status": "error" if error else "graded",
+            "message": error,
+            "fingerprint": (fingerprints or {}).get(lab.id, ""),
+            "exercises": rows,
+            "earlier_exercises": [],
+        }
+        if exercises:
+            _keep_earlier(entry, lab, _earlier_entry(lab.id, notebooks, earlier))
+        entries.append(entry)
     graded = {
         "format_version": FORMAT_VERSION,
         "status": "graded",
@@ -118,8 +139,56 @@ def grade(
         "earlier_labs": _carried(entries, notebooks, earlier),
     }
     graded["progress"] = _progress(graded)
-    graded["complete"] = all(e["status"] == PASSED for lab in entries for e in lab["exercises"])
+    graded["complete"] = all(e["status"] == PASSED for e in _graded_now(graded))
     return graded
+
+
+def _graded_now(graded: dict) -> list[dict]:
+    """The exercises this run graded (not those kept from an earlier run)."""
+    return [e for lab in graded["labs"] for e in lab["exercises"] if not e.get("earlier")]
+
+
+def _earlier_entry(lab_id: str, notebooks: str, earlier: dict | None) -> dict | None:
+    """The lab's entry in an earlier grade of the same notebooks, if it has one."""
+    if not earlier or earlier.get("status") != "graded" or earlier.get("notebooks") != notebooks:
+        return None
+    for entry in [*earlier.get("labs", []), *earlier.get("earlier_labs", [])]:
+        if isinstance(entry, dict) and entry.get("id") == lab_id:
+            return entry
+    return None
+
+
+def _keep_earlier(entry: dict, lab: Lab, previous: dict | None) -> None:
+    """Add to ``entry`` the exercises of ``previous`` (the lab's earlier record) not graded now.
+
+    One graded on the same graded cells as this run holds now as it did then: it joins
+    ``exercises``. One graded on other cells (the notebook changed since) is kept as it was
+    recorded, in ``earlier_exercises`` with its fingerprint: it is no claim about the code
+    the notebook holds now.
+    """
+    if not previous:
+        return
+    order = {e.id: n for n, e in enumerate(lab.exercises)}
+    now, current = {row["id"] for row in entry["exercises"]}, entry["fingerprint"]
+    same: dict[str, dict] = {}
+    other: dict[str, dict] = {}
+    recorded = [(row, previous.get("fingerprint", "")) for row in previous.get("exercises", [])]
+    recorded += [(row, row.get("fingerprint", "")) for row in previous.get("earlier_exercises", [])]
+    for row, graded_on in recorded:
+        if not isinstance(row, dict):
+            continue
+        exercise = row.get("id")
+        if exercise not in order or exercise in now or exercise in same or exercise in other:
+            continue
+        if current and graded_on == current:
+            same[exercise] = {
+                **{k: v for k, v in row.items() if k != "fingerprint"},
+                "earlier": True,
+            }
+        else:
+            other[exercise] = {**row, "earlier": True, "fingerprint": graded_on}
+    entry["exercises"] = sorted([*entry["exercises"], *same.values()], key=lambda r: order[r["id"]])
+    entry["earlier_exercises"] = sorted(other.values(), key=lambda r: order[r["id"]])
 
 
 def _fields(verdict: Verdict) -> dict:
@@ -144,6 +213,19 @@ def _carried(entries: list[dict], notebooks: str, earlier: dict | None) -> list[
     return [carried[key] for key in sorted(carried)]
 
 
+def _all_exercises(lab: dict) -> list[dict]:
+    """A lab's exercises, those graded on other cells included, in the lab's order."""
+    rows = [*lab.get("exercises", []), *lab.get("earlier_exercises", [])]
+    return sorted(rows, key=lambda row: _order(str(row.get("id", ""))))
+
+
+def _order(exercise: str) -> tuple:
+    try:
+        return tuple(int(part) for part in exercise.split("."))
+    except ValueError:
+        return (float("inf"), exercise)
+
+
 def _progress(graded: dict) -> dict:
     """The course-wide tally: this run's labs, plus the other labs of an earlier run."""
     tally = counts(graded)
@@ -152,17 +234,22 @@ def _progress(graded: dict) -> dict:
     labs.sort(key=lambda pair: pair[0]["id"])
     rows, upcoming = [], None
     for lab, old in labs:
-        exercises = lab.get("exercises", [])
+        exercises = _all_exercises(lab)
         rows.append(
             {
                 "id": lab["id"],
                 "earlier": old,
                 "total": len(exercises),
                 "passed": sum(e.get("status") == PASSED for e in exercises),
+                # Exercises this run did not grade, kept from an earlier run of the lab, and
+                # how many of those were graded on other cells than the notebook holds now.
+                "kept": 0 if old else sum(bool(e.get("earlier")) for e in exercises),
+                "outdated": 0 if old else len(lab.get("earlier_exercises", [])),
             }
         )
         if upcoming is None and not old:
             # Within the labs graded now: an earlier run's lab is not what this run is about.
+            # An exercise that could not be graded is not one to work on next.
             upcoming = next(
                 (
                     {
@@ -172,7 +259,7 @@ def _progress(graded: dict) -> dict:
                         "status": e.get("status"),
                     }
                     for e in exercises
-                    if e.get("status") != PASSED
+                    if e.get("status") not in (PASSED, NOT_GRADED)
                 ),
                 None,
             )
@@ -187,46 +274,69 @@ def _progress(graded: dict) -> dict:
 
 
 def counts(graded: dict) -> dict[str, int]:
+    """How many exercises this run graded, by status."""
     tally = {str(status): 0 for status in Status}
-    for lab in graded["labs"]:
-        for exercise in lab["exercises"]:
-            tally[exercise["status"]] += 1
+    for exercise in _graded_now(graded):
+        tally[exercise["status"]] += 1
     return tally
 
 
 def summary(tally: Mapping[str, int]) -> str:
-    """``2 passed, 1 failed, 3 not started``: the closing line."""
+    """``2 passed, 1 failed, 3 not started, 1 not graded``: the closing line."""
     line = f"{tally[PASSED]} passed, {tally[FAILED]} failed"
     if tally[NOT_STARTED]:
         line += f", {tally[NOT_STARTED]} not started"
+    if tally.get(NOT_GRADED):
+        line += f", {tally[NOT_GRADED]} not graded"
     return line
 
 
 def render(graded: dict, width: int = 88) -> str:
     """The table a learner reads after ``nox -s check``."""
     lines: list[str] = []
-    wrap = textwrap.TextWrapper(width=width, initial_indent=" " * 9, subsequent_indent=" " * 9)
+    # Never a break inside a path or a command: a learner copies them from here.
+    wrap = textwrap.TextWrapper(
+        width=width,
+        initial_indent=" " * 9,
+        subsequent_indent=" " * 9,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
     for lab in graded["labs"]:
         lines.append(f"Lab {lab['id']} · {lab['title']}")
         if lab.get("status") == "error":
             lines.extend(wrap.wrap(f"Not graded: {lab['message']}"))
+        first_said: dict[str, str] = {}  # a not-graded sentence -> the exercise it was said for
         for exercise in lab["exercises"]:
+            if exercise.get("earlier"):
+                continue  # not graded by this run: the course progress counts it
             status = Status(exercise["status"])
             head = f"  {status.symbol} {exercise['id']:<5} {exercise['title']}"
             lines.append(f"{head:<{width - 12}} {status.word}")
-            if status == FAILED and exercise["message"] != lab.get("message"):
-                lines.extend(wrap.wrap(_shortened(exercise["message"])))
+            message = exercise["message"]
+            if status == FAILED and message != lab.get("message"):
+                lines.extend(wrap.wrap(_shortened(message)))
                 lines.extend(_compared(exercise))
                 if exercise.get("hint"):
                     lines.extend(wrap.wrap(f"Hint: {exercise['hint']}"))
+            elif status == NOT_GRADED and message and message != lab.get("message"):
+                # Not the learner's doing, and never with a hint; said once per lab.
+                if message in first_said:
+                    lines.extend(wrap.wrap(f"For the same reason as {first_said[message]}."))
+                else:
+                    first_said[message] = exercise["id"]
+                    lines.extend(wrap.wrap(_shortened(message)))
         lines.append("")
     for unsaved in graded.get("unsaved", []):
         lines.extend(textwrap.wrap(f"! {unsaved['message']}", width=width, subsequent_indent="  "))
         lines.append("")
     progress = graded.get("progress") or _progress(graded)
-    if len(progress["labs"]) > 1:
+    kept = [r for r in progress["labs"] if r.get("kept")]
+    if len(progress["labs"]) > 1 or kept:
         per_lab = ", ".join(
-            f"{r['id']} {r['passed']}/{r['total']}" + ("*" if r["earlier"] else "")
+            f"{r['id']} {r['passed']}/{r['total']}"
+            + ("*" if r["earlier"] else "")
+            + ("+" if r.get("kept") else "")
             for r in progress["labs"]
         )
         lines.append(
@@ -235,17 +345,52 @@ def render(graded: dict, width: int = 88) -> str:
         )
         if any(r["earlier"] for r in progress["labs"]):
             lines.append("  * from an earlier run of `nox -s check`")
+        entries = {lab["id"]: lab for lab in graded["labs"]}
+        for r in kept:
+            lines.extend(
+                textwrap.wrap(
+                    _kept(r, entries.get(r["id"])),
+                    width=width,
+                    initial_indent="  ",
+                    subsequent_indent="    ",
+                )
+            )
     upcoming = progress["next"]
     if upcoming:
         status = upcoming["status"]
         state = "" if status == NOT_STARTED else f" ({Status(status).word})"
         # The next exercise's name only: its hints are for when asked (nox -s hint).
         lines.append(f"Next up: exercise {upcoming['id']}, {upcoming['title'].lower()}{state}.")
-    elif progress["labs"]:
+    elif progress["labs"] and not progress.get(NOT_GRADED):
         lines.append("Every exercise graded here has passed.")
-    lines.append("")
+    elif progress.get(PASSED):
+        lines.append("Every other exercise graded here has passed.")
+    if lines and lines[-1]:
+        lines.append("")
     lines.append(summary(counts(graded)))
     return "\n".join(lines)
+
+
+def _kept(row: dict, lab: dict | None) -> str:
+    """The footnote of a lab whose exercises this run did not all grade."""
+    kept, outdated = row["kept"], row.get("outdated", 0)
+    them = "it" if kept == 1 else "them"
+    some = (
+        f"{kept} exercise not graded in this run counts"
+        if kept == 1
+        else (f"{kept} exercises not graded in this run count")
+    )
+    head = f"+ lab {row['id']}: {some} as an earlier run graded {them}"
+    if not outdated:
+        return f"{head}, on the same code."
+    which = "" if outdated == kept else f" ({outdated} of them)"
+    if lab is not None and not lab.get("fingerprint"):
+        # This run could not read the graded cells (the lab could not be graded).
+        why = "this run could not tell whether the code has changed since"
+    else:
+        why = "the notebook's graded cells have changed since"
+    again = "it" if outdated == 1 else "them"
+    return f"{head}; {why}{which}: `nox -s check -- {row['id']}` grades {again} again."
 
 
 #: Lines of expected or actual output shown in the terminal; grade.json keeps them all.

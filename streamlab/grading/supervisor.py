@@ -58,6 +58,9 @@ class Outcome:
     first_lines: dict[str, dict[str, str]] = field(default_factory=dict)
     #: lab -> the fingerprint of the graded cells its checks ran (streamlab.notebooks)
     fingerprints: dict[str, str] = field(default_factory=dict)
+    #: Labs whose error leaves their exercises not graded rather than failed (the course's
+    #: reference notebooks are missing).
+    not_graded: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -301,8 +304,12 @@ def _follow(
     if kind == EventKind.LAB_ERROR:
         outcome.lab_errors[lab] = event["message"]
     if kind == EventKind.BROKEN:
-        broken_lab = _lab_of(event.get("check", ""))
-        if broken_lab:
+        broken_lab = lab_of_check(event.get("check", ""))
+        if broken_lab and event.get("reference"):
+            # The course's reference notebooks are missing: the sentence says what to do.
+            outcome.lab_errors[broken_lab] = event["message"]
+            outcome.not_graded.add(broken_lab)
+        elif broken_lab:
             outcome.lab_errors[broken_lab] = (
                 f"Lab {broken_lab} could not be graded: its checks do not load "
                 f"({event.get('message')}). This is {REPORT_BUGS}."
@@ -393,6 +400,7 @@ def _name(nodeid: str) -> str:
     return nodeid.rpartition("::")[2]
 
 
-def _lab_of(nodeid: str) -> str | None:
+def lab_of_check(nodeid: str) -> str | None:
+    """The lab of a check's (or check file's) node id: ``checks/test_04_x.py::t`` is 04."""
     match = re.fullmatch(r"test_(\d+)_\w+", Path(nodeid.partition("::")[0]).stem)
     return match.group(1) if match else None

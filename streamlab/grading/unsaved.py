@@ -111,7 +111,10 @@ def warnings(labs: list[Lab], graded: dict, notebooks: str) -> list[dict]:
         return []
     found = []
     statuses = {
-        (lab["id"], e["id"]): e["status"] for lab in graded["labs"] for e in lab["exercises"]
+        (lab["id"], e["id"]): e["status"]
+        for lab in graded["labs"]
+        for e in lab["exercises"]
+        if not e.get("earlier")  # kept from an earlier run: not what this run read
     }
     for lab in labs:
         folder = Path(notebooks)

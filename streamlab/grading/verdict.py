@@ -6,6 +6,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamlab.grading.expect import CheckFailed
@@ -25,21 +26,34 @@ class Status(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     NOT_STARTED = "not-started"
+    #: The checks could not run for a reason that is not the learner's code (the course's
+    #: reference notebooks are missing): neither passed nor failed.
+    NOT_GRADED = "not-graded"
 
     @property
     def symbol(self) -> str:
-        return {"passed": "✓", "failed": "✗", "not-started": "○"}[self.value]
+        return {"passed": "✓", "failed": "✗", "not-started": "○", "not-graded": "–"}[self.value]
 
     @property
     def word(self) -> str:
-        return {"passed": "passed", "failed": "failed", "not-started": "not started"}[self.value]
+        return self.value.replace("-", " ")
 
     @property
     def colour(self) -> str:
-        return {"passed": "#1a7f37", "failed": "#cf222e", "not-started": "#6e7781"}[self.value]
+        return {
+            "passed": "#1a7f37",
+            "failed": "#cf222e",
+            "not-started": "#6e7781",
+            "not-graded": "#9a6700",
+        }[self.value]
 
 
-PASSED, FAILED, NOT_STARTED = Status.PASSED, Status.FAILED, Status.NOT_STARTED
+PASSED, FAILED, NOT_STARTED, NOT_GRADED = (
+    Status.PASSED,
+    Status.FAILED,
+    Status.NOT_STARTED,
+    Status.NOT_GRADED,
+)
 
 
 class CellFailed(Exception):
@@ -89,14 +103,31 @@ def _not_done(error: BaseException) -> str | None:
     return None
 
 
-def verdict_for(error: BaseException | None, exercise: str) -> Verdict:
-    """The verdict for a check of ``exercise`` that raised ``error`` (None: it passed)."""
-    from streamlab.grading.loader import MissingName, NotebookUnreadable, describe_error
+def verdict_for(
+    error: BaseException | None, exercise: str, notebook: Path | None = None
+) -> Verdict:
+    """The verdict for a check of ``exercise`` that raised ``error`` (None: it passed).
+
+    ``notebook`` is the notebook graded: a notebook under ``solutions/`` that is missing or
+    unreadable and is not that one is the course's reference, which the check needed.
+    """
+    from streamlab.grading.loader import (
+        MissingName,
+        NotebookUnreadable,
+        describe_error,
+        missing_reference,
+        reference_sentence,
+    )
 
     if error is None:
         return Verdict(PASSED, "")
+    reference = missing_reference(error, notebook)
+    if reference is not None:
+        return Verdict(
+            NOT_GRADED, reference_sentence(reference, f"The checks of exercise {exercise}")
+        )
     if isinstance(error, CellFailed):
-        status = NOT_STARTED if error.problem.kind == "not-done" else FAILED
+        status = {"not-done": NOT_STARTED, "reference": NOT_GRADED}.get(error.problem.kind, FAILED)
         return Verdict(status, _whole(str(error)))
     if isinstance(error, NotebookUnreadable):
         return Verdict(FAILED, _whole(str(error)))
@@ -147,9 +178,17 @@ def verdict_for(error: BaseException | None, exercise: str) -> Verdict:
 
 
 def combine(verdicts: list[Verdict]) -> Verdict:
-    """One verdict for an exercise from the verdicts of its checks."""
+    """One verdict for an exercise from the verdicts of its checks.
+
+    A check that could not run (not graded) leaves the exercise not graded, unless another of
+    its checks failed: then it failed, whatever the other check would have said.
+    """
     if not verdicts:
         return Verdict(FAILED, "No check grades this exercise (a course bug: please report it).")
+    unknown = [v for v in verdicts if v.status == NOT_GRADED]
+    if unknown:
+        failed = [v for v in verdicts if v.status == FAILED]
+        return failed[0] if failed else unknown[0]
     if all(v.status == PASSED for v in verdicts):
         return Verdict(PASSED, "")
     if all(v.status == NOT_STARTED for v in verdicts):
