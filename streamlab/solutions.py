@@ -148,6 +148,8 @@ def _why_not(lab: registry.Lab, path: Path, wanted: list[str]) -> str | None:
             return f"exercise {exercise} could not be graded ({_first(grade or {})})"
         if entry.get("status") == "not-started":
             return f"exercise {exercise} is not done yet"
+        if entry.get("status") == "not-graded":
+            return f"exercise {exercise} could not be graded ({_first(entry)})"
         if entry.get("status") != "passed":
             return f"exercise {exercise} failed: {_first(entry)}"
     if grade.get("fingerprint") != current:
