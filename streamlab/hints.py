@@ -96,7 +96,8 @@ def next_hint(exercise_id: str, state_file: Path = STATE_FILE) -> str:
         return "\n".join(
             [
                 f"No more hints for exercise {exercise.id}: all {total} have been shown.",
-                "Its solution is on the course site, collapsed under the exercise:",
+                f"Its solution and a discussion of it open on the course site once it passes "
+                f"(`nox -s check -- {lab.id}`), under the exercise:",
                 f"  {url}  (while `nox -s serve` runs)",
                 f"  {built.relative_to(REPO_ROOT)}#{anchor}  (after `nox -s site`)",
                 f"`nox -s hint -- --reset {exercise.id}` starts its hints over.",

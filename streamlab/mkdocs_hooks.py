@@ -4,9 +4,12 @@
   editing ``mkdocs.yml``.
 - On the home page, the line ``<!-- labs -->`` becomes a table of the labs.
 - On a lab page, the line ``<!-- exercises -->`` becomes one section per exercise: the task
-  as the solution notebook states it, each tier of its hints from ``course.toml`` and the
-  solution code from the notebook, all collapsed. Nothing is pasted, so the page cannot
-  drift from the lab.
+  as the solution notebook states it, each tier of its hints from ``course.toml`` (collapsed),
+  then its solution code from the notebook and its discussion from ``discussions.toml``
+  (collapsed), once ``build/grade.json`` says the exercise passed. Before that, the page holds
+  neither, only the sentence saying how to open them: the learner commits to an answer before
+  reading one. ``STREAMLAB_SITE_SOLUTIONS=all`` builds the instructor's site, every solution
+  and discussion in it. Nothing is pasted, so the page cannot drift from the lab.
 - ``<!-- benchmarks -->`` becomes every published benchmark result (``site/benchmarks/``,
   written by ``nox -s bench``) as a table of targets and its charts; ``<!-- benchmark NAME -->``
   becomes one of them.
@@ -16,15 +19,22 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import posixpath
 import re
 import textwrap
+import tomllib
+from collections.abc import Collection, Mapping
+from pathlib import Path
 
 import nbformat
+from mkdocs.exceptions import PluginError
 
 from streamlab import benchmarks, registry
 from streamlab.notebooks import exercise_id, without_markers
-from streamlab.paths import REPO_ROOT
+from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 MARKER = "<!-- exercises -->"
 LABS_MARKER = "<!-- labs -->"
@@ -32,6 +42,19 @@ BENCHMARKS_MARKER = re.compile(r"<!-- benchmarks? ?([a-z_]*) -->")
 #: Inline code up to this many characters is kept on one line (styled in course.css).
 WHOLE_CODE_CHARS = 40
 _PLAIN_CODE = re.compile(rf"<code>([^<]{{1,{WHOLE_CODE_CHARS}}})</code>")
+
+#: ``STREAMLAB_SITE_SOLUTIONS=all`` opens every solution and discussion (the instructor's
+#: build); unset (or ``passed``), only those of the exercises ``build/grade.json`` says passed.
+SOLUTIONS_SWITCH = "STREAMLAB_SITE_SOLUTIONS"
+#: The grade that opens solutions: the one ``nox -s check`` writes.
+GRADE_FILE = BUILD_DIR / "grade.json"
+#: A short discussion of each exercise's solution: ``["4.3"] text = """..."""``.
+DISCUSSIONS_FILE = REPO_ROOT / "discussions.toml"
+
+log = logging.getLogger("mkdocs.hooks.streamlab")
+#: What this build opens (set by ``on_config``): the exercises (None: every one) and the
+#: discussions.
+_build: dict = {"opened": frozenset(), "discussions": {}}
 
 _PAGES = [
     ("Home", "index.md"),
@@ -58,7 +81,22 @@ def navigation() -> list:
 
 def on_config(config, **kwargs):
     config["nav"] = navigation()
+    _build["opened"] = opened_exercises()
+    _build["discussions"] = read_discussions()
+    known = {e.id for lab in registry.labs() for e in lab.exercises}
+    for unknown in sorted(set(_build["discussions"]) - known):
+        log.warning(
+            f"{DISCUSSIONS_FILE.name} discusses exercise {unknown}, which course.toml has not"
+        )
     return config
+
+
+def on_serve(server, config, builder, **kwargs):
+    """``nox -s serve`` builds again when a grade is written (or the discussions change)."""
+    GRADE_FILE.parent.mkdir(parents=True, exist_ok=True)
+    server.watch(str(GRADE_FILE.parent), recursive=False)
+    server.watch(str(DISCUSSIONS_FILE.parent), recursive=False)
+    return server
 
 
 def _indent(text: str) -> str:
@@ -80,8 +118,17 @@ def _task_text(markdown: str, exercise: registry.Exercise) -> str:
     return f"### Exercise {exercise.id} · {exercise.title}\n\n{text}".strip()
 
 
-def exercise_sections(lab: registry.Lab) -> str:
-    """Markdown for every exercise of ``lab``: task, collapsed hints, collapsed solution."""
+def exercise_sections(
+    lab: registry.Lab,
+    opened: Collection[str] | None = None,
+    discussions: Mapping[str, str] | None = None,
+) -> str:
+    """Markdown for every exercise of ``lab``: task, collapsed hints, then the solution.
+
+    The solution code and its discussion (from ``discussions``) are there, collapsed, for the
+    exercises in ``opened``; any other exercise has only a sentence saying how to open them.
+    ``opened`` None opens every exercise, as the instructor's build does.
+    """
     notebook = nbformat.read(lab.notebook(REPO_ROOT / "solutions"), as_version=4)
     tasks: dict[str, str] = {}
     code: dict[str, list[str]] = {}
@@ -95,20 +142,39 @@ def exercise_sections(lab: registry.Lab) -> str:
             tasks.setdefault(exercise, previous_markdown)
             code.setdefault(exercise, []).append(without_markers(cell.source))
         previous_markdown = ""
+    discussions = discussions or {}
     parts = []
     for exercise in lab.exercises:
         task = _task_text(tasks.get(exercise.id, ""), exercise)
-        solution = "\n\n".join(code.get(exercise.id, []))
-        parts.append(
-            "\n\n".join(
-                [
-                    task,
-                    *_hint_admonitions(exercise),
-                    f'??? success "Solution"\n\n{_indent(f"```python{chr(10)}{solution}{chr(10)}```")}',
-                ]
-            )
-        )
+        discussion = discussions.get(exercise.id, "")
+        if opened is None or exercise.id in opened:
+            solution = "\n\n".join(code.get(exercise.id, []))
+            after = [_solution_admonition(solution)]
+            if discussion:
+                after.append(f'??? note "Discussion"\n\n{_indent(discussion)}')
+        else:
+            after = [_locked_admonition(lab, exercise, bool(discussion))]
+        parts.append("\n\n".join([task, *_hint_admonitions(exercise), *after]))
     return "\n\n".join(parts)
+
+
+def _solution_admonition(solution: str) -> str:
+    fenced = f"```python\n{solution}\n```"
+    return f'??? success "Solution"\n\n{_indent(fenced)}'
+
+
+def locked_sentence(lab: registry.Lab, exercise: registry.Exercise, discussed: bool) -> str:
+    """What a learner reads in place of a solution they have not opened yet."""
+    what = "its solution and a discussion of it" if discussed else "its solution"
+    return (
+        f"Pass exercise {exercise.id} (`nox -s check -- {lab.id}`) and build the site again "
+        f"(`nox -s serve` does it on its own) to see {what}."
+    )
+
+
+def _locked_admonition(lab: registry.Lab, exercise: registry.Exercise, discussed: bool) -> str:
+    title = "Solution and discussion" if discussed else "Solution"
+    return f'!!! info locked "{title}"\n\n{_indent(locked_sentence(lab, exercise, discussed))}'
 
 
 def _hint_admonitions(exercise: registry.Exercise) -> list[str]:
@@ -116,6 +182,80 @@ def _hint_admonitions(exercise: registry.Exercise) -> list[str]:
     return [
         f'??? tip "Hint {tier}"\n\n{_indent(hint)}' for tier, hint in enumerate(exercise.hints, 1)
     ]
+
+
+def read_discussions(path: Path = DISCUSSIONS_FILE) -> dict[str, str]:
+    """Each exercise's discussion by id, from ``discussions.toml`` (none when it is missing)."""
+    if not path.exists():
+        return {}
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise PluginError(f"{path.name} is not valid TOML: {error}") from None
+    found = {}
+    for key, entry in data.items():
+        text = entry.get("text") if isinstance(entry, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            raise PluginError(
+                f"{path.name}: entry {key!r} should be a table with a text, "
+                f'["{key}"] text = """..."""'
+            )
+        found[key] = textwrap.dedent(text).strip()
+    return found
+
+
+def passed_exercises(grade_file: Path = GRADE_FILE) -> frozenset[str]:
+    """The exercises ``grade_file`` says passed; none when it is missing or unreadable.
+
+    Every lab of the grade counts, those an earlier run graded (``earlier_labs``) and an
+    exercise graded on cells the notebook has changed since (``earlier_exercises``): it passed
+    once. A grade of the course's own ``solutions/`` opens nothing.
+    """
+    try:
+        graded = json.loads(grade_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return frozenset()
+    if not isinstance(graded, dict) or graded.get("status") != "graded":
+        return frozenset()
+    if _is_course_solutions(graded.get("notebooks")):
+        return frozenset()
+    passed = set()
+    for lab in _entries(graded.get("labs")) + _entries(graded.get("earlier_labs")):
+        for row in _entries(lab.get("exercises")) + _entries(lab.get("earlier_exercises")):
+            if row.get("status") == "passed" and isinstance(row.get("id"), str):
+                passed.add(row["id"])
+    return frozenset(passed)
+
+
+def _entries(value: object) -> list[dict]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _is_course_solutions(notebooks: object) -> bool:
+    if not isinstance(notebooks, str) or not notebooks:
+        return False
+    folder = Path(notebooks)
+    folder = folder if folder.is_absolute() else REPO_ROOT / folder
+    try:
+        return folder.resolve() == (REPO_ROOT / "solutions").resolve()
+    except (OSError, ValueError):  # not a path this system can resolve
+        return False
+
+
+def opened_exercises(
+    environ: Mapping[str, str] = os.environ, grade_file: Path = GRADE_FILE
+) -> frozenset[str] | None:
+    """The exercises whose solution the site shows: None for every one, by the switch."""
+    switch = environ.get(SOLUTIONS_SWITCH, "").strip().lower()
+    if switch == "all":
+        return None
+    if switch not in ("", "passed"):
+        raise PluginError(
+            f"{SOLUTIONS_SWITCH}={environ[SOLUTIONS_SWITCH]!r}: use `all` (the instructor's "
+            "build, every solution) or leave it unset (the solutions of the exercises passed)"
+        )
+    return passed_exercises(grade_file)
 
 
 def lab_table() -> str:
@@ -150,7 +290,8 @@ def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
         return markdown
     for lab in registry.labs():
         if page.file.src_uri == lab.site_page:
-            return markdown.replace(MARKER, exercise_sections(lab))
+            sections = exercise_sections(lab, _build["opened"], _build["discussions"])
+            return markdown.replace(MARKER, sections)
     return markdown
 
 

@@ -15,7 +15,11 @@ ARTIFACTS = BUILD_DIR / "artifacts"
 
 @pytest.fixture(scope="module")
 def built_site(tmp_path_factory) -> Path:
-    return build_site(tmp_path_factory.mktemp("site"))
+    """The instructor's build: every solution and discussion, whatever ``build/grade.json`` says
+    (the learner's build is in test_site_solutions.py)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("STREAMLAB_SITE_SOLUTIONS", "all")
+        return build_site(tmp_path_factory.mktemp("site"))
 
 
 def test_every_lab_has_a_page_in_the_navigation(built_site):
@@ -25,13 +29,16 @@ def test_every_lab_has_a_page_in_the_navigation(built_site):
         assert f"{lab.id} · {lab.title}" in home
 
 
-def test_lab_pages_carry_each_exercise_hint_and_solution(built_site):
+def test_lab_pages_carry_each_exercise_hint_solution_and_discussion(built_site):
     for lab in registry.labs():
         page = (built_site / "labs" / lab.name / "index.html").read_text()
         for exercise in lab.exercises:
             assert f"Exercise {exercise.id}" in page, (lab.id, exercise.id)
         assert page.count('<details class="tip"') == sum(len(e.hints) for e in lab.exercises)
         assert page.count('<details class="success"') == len(lab.exercises)
+        discussed = [e for e in lab.exercises if e.id in mkdocs_hooks.read_discussions()]
+        assert page.count('<details class="note"') == len(discussed), lab.id
+        assert "Pass exercise" not in page
         assert "BEGIN SOLUTION" not in page and "NotImplementedError" not in page
 
 
