@@ -44,6 +44,13 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.streaming.stopActiveRunOnRestart": "true",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
 }
+if os.name == "posix":
+    # The JVM and its Python workers meet on socket files, not loopback TCP ports. A Python
+    # transformWithState task's state server accepts the first connection to its port only;
+    # any other process that reaches the port first (one that tries a port it believes free)
+    # leaves the worker, and the query, waiting for ever. tests/test_state_server_strays.py
+    # shows it.
+    DEFAULT_CONF["spark.python.unix.domain.socket.enabled"] = "true"
 
 
 #: Where the JVM and the Python workers it starts write their console output.
