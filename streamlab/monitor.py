@@ -14,18 +14,41 @@ Exactly once across restarts, kill -9 included: a batch's folder is written unde
 temporary name and renamed into place, replacing whatever an earlier attempt at the same
 batch left. Spark replays an uncommitted batch with the same input and the state of the
 batch before it, so the folder of every batch id holds one attempt's transitions, never two.
+
+The monitor watches its own query with the course's alert rules (``streamlab.alerts``): when
+the query stops with an error, or shows no progress for the stall bound (``--stall-seconds``;
+by default ten triggers and at least 30 s), it says so in one sentence on stderr, stops the
+query and starts it again on the same checkpoint, at most ``--max-restarts`` times in a row (a
+restarted query that completes a micro-batch starts the count again). Past that, or when a
+stalled query cannot even be stopped, it exits with code 1 and a sentence saying why, for
+whatever supervises it to act. SIGTERM and Ctrl-C stop it cleanly, with code 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import queue
+import re
 import shutil
 import sys
+import threading
 import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
-from streamlab import processes
+from streamlab import deadlines, processes
+from streamlab.alerts import (
+    MIN_STALL_MS,
+    STALLED,
+    Alert,
+    AlertListener,
+    Thresholds,
+    error_summary,
+    failed,
+)
 from streamlab.solutions import SOLUTIONS_DIR, load_solution
 
 #: Lab 04's solution notebook, for a caller that loads it under a module name of its own.
@@ -46,6 +69,11 @@ DEFAULT_WRITER = "arrow"
 #: partition: a heartbeat batch is small, and each partition is a task, a Python worker round
 #: trip and a state store commit. A checkpoint keeps the number it was started with.
 SESSION_CONF: dict[str, str] = {"spark.sql.shuffle.partitions": "1"}
+#: How many times in a row the monitor restarts a query that failed or stalled.
+DEFAULT_MAX_RESTARTS = 3
+#: Seconds between a query's end and its restart: a fault that lasts a moment (a hub that
+#: restarts) has passed, and one that stays is not hammered.
+RESTART_PAUSE = 2.0
 
 
 def reference_solution() -> ModuleType:
@@ -220,6 +248,142 @@ def command(connection_string: str, checkpoint: Path, output: Path, *extra: str)
     ]
 
 
+_UNITS_MS = {"millisecond": 1, "second": 1_000, "minute": 60_000, "hour": 3_600_000}
+
+
+def trigger_ms(trigger: str) -> float | None:
+    """A trigger interval such as ``"250 milliseconds"`` or ``"2 seconds"`` in milliseconds;
+    None for a form this does not read (Spark reads more)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+?)s?\s*", trigger.lower())
+    if match is None or match[2] not in _UNITS_MS:
+        return None
+    return float(match[1]) * _UNITS_MS[match[2]]
+
+
+def _say(sentence: str) -> None:
+    print(f"monitor: {sentence}", file=sys.stderr, flush=True)
+
+
+#: Why a query is restarted, as the restart's sentence says it.
+FAILED_TO_START = "its query could not start"
+FAILED_QUERY = "its query stopped with an error"
+ENDED = "its query stopped"
+STALLED_QUERY = "its query stalled"
+
+
+def _why_it_ended(query: Any) -> tuple[str, str]:
+    """Why a query that is no longer active ended, and the sentence that says so."""
+    try:
+        error = query.exception()
+        last = query.lastProgress
+    except Exception as gone:  # the session itself went away
+        return ENDED, f"its query ended and Spark could not say why: {error_summary(str(gone))}"
+    text = str(error) if error else None
+    alert = failed([last] if last else [], text, datetime.now(UTC), query=query.name)
+    if alert is None:
+        return ENDED, f"query {query.name}: stopped without an error, and nobody had asked it to."
+    return FAILED_QUERY, alert.message
+
+
+def _completed_a_batch(query: Any) -> bool:
+    try:
+        return query.lastProgress is not None
+    except Exception:  # asked after the session ended
+        return False
+
+
+def _watch(
+    query: Any, stop: threading.Event, stalls: queue.Queue, every: float
+) -> tuple[str, str] | None:
+    """Wait until ``stop`` is set (None), or ``query`` ends or stalls: why, and the sentence."""
+    while not stop.wait(every):
+        if not query.isActive:
+            return _why_it_ended(query)
+        try:
+            alert: Alert = stalls.get_nowait()
+        except queue.Empty:
+            continue
+        if alert.rule == STALLED and alert.query == query.name:
+            return STALLED_QUERY, alert.message
+    return None
+
+
+def _drain(stalls: queue.Queue) -> None:
+    while True:
+        try:
+            stalls.get_nowait()
+        except queue.Empty:
+            return
+
+
+def supervise(
+    start_query: Callable[[], Any],
+    *,
+    stop: threading.Event,
+    stalls: queue.Queue,
+    max_restarts: int = DEFAULT_MAX_RESTARTS,
+    pause: float = RESTART_PAUSE,
+    every: float = 0.5,
+    stop_within: float = deadlines.STOP_WITHIN,
+    started: Callable[[], None] = lambda: None,
+) -> int:
+    """Run ``start_query()``'s query until ``stop`` is set; restart it when it fails or stalls.
+
+    ``stalls`` receives the :data:`~streamlab.alerts.STALLED` alerts of a listener (see
+    :func:`main`); ``started()`` is called once the first query runs. Each wait has a bound:
+    ``every`` between looks at the query, ``stop_within`` for a stop. Returns the exit code:
+    0 when stopped, 1 when the restarts are used up or a query cannot be stopped.
+    """
+    restarts, first = 0, True
+    while not stop.is_set():
+        _drain(stalls)  # alerts about an earlier run of the query
+        try:
+            query = start_query()
+        except Exception as error:
+            query = None
+            text = error_summary(f"{type(error).__name__}: {error}")
+            why = FAILED_TO_START, f"its query could not start: {text}"
+        else:
+            if first:
+                started()
+                first = False
+            why = _watch(query, stop, stalls, every)
+            if why is None:  # asked to stop
+                try:
+                    deadlines.stop(query, within=stop_within, what="the monitor's query to stop")
+                except deadlines.QueryStalled as stuck:
+                    _say(f"{stuck} Exiting with code 1.")
+                    return 1
+                return 0
+            if _completed_a_batch(query):
+                restarts = 0
+        cause, sentence = why
+        _say(sentence)
+        if query is not None and query.isActive:
+            try:
+                deadlines.stop(query, within=stop_within, what="the stalled query to stop")
+            except deadlines.QueryStalled as stuck:
+                _say(
+                    f"{stuck} It holds its checkpoint, so it cannot be started again here: "
+                    "exiting with code 1, for a supervisor to start the monitor again."
+                )
+                return 1
+        if restarts >= max_restarts:
+            _say(
+                f"giving up after {restarts} restart(s) in a row without a completed "
+                "micro-batch: exiting with code 1, for a supervisor to act on the sentences "
+                "above."
+            )
+            return 1
+        restarts += 1
+        _say(
+            f"restart {restarts} of {max_restarts} in {pause:g} s, on the same checkpoint, "
+            f"because {cause}."
+        )
+        stop.wait(pause)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m streamlab.monitor",
@@ -238,31 +402,67 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="read a backlog in micro-batches of at most this many events",
     )
+    parser.add_argument(
+        "--max-restarts",
+        type=int,
+        default=DEFAULT_MAX_RESTARTS,
+        help="restarts in a row of a query that failed or stalled before the monitor exits "
+        f"with code 1 (default {DEFAULT_MAX_RESTARTS})",
+    )
+    parser.add_argument(
+        "--stall-seconds",
+        type=float,
+        default=None,
+        help="seconds without progress that make the query stalled (default: ten triggers, "
+        "at least 30 s)",
+    )
     args = parser.parse_args(argv)
 
-    spark, lab = session_and_lab()
-    query = start(
-        spark,
-        args.connection_string,
-        args.checkpoint,
-        args.output,
-        eventhub=args.eventhub,
-        timeout_seconds=args.timeout_seconds,
-        trigger=args.trigger,
-        max_events_per_trigger=args.max_events_per_trigger,
-        lab=lab,
-    )
     stop = processes.stop_requested()
-    print(f"monitor running: transitions in {args.output}", flush=True)
-    while not stop.wait(0.5) and query.isActive:
-        pass
-    if query.isActive:
-        query.stop()
+    thresholds = Thresholds(
+        trigger_ms=trigger_ms(args.trigger),
+        stall_after_ms=args.stall_seconds * 1000 if args.stall_seconds else None,
+    )
+    if thresholds.stall_bound_ms() is None:  # a trigger this does not read: the least bound
+        thresholds = Thresholds(stall_after_ms=MIN_STALL_MS)
+    stalls: queue.Queue[Alert] = queue.Queue()
+
+    def hand_over(alerts: list[Alert]) -> None:
+        for alert in alerts:
+            if alert.rule == STALLED:
+                stalls.put(alert)
+
+    listener = AlertListener(thresholds, send=hand_over)
+    spark, lab = session_and_lab()
+    spark.streams.addListener(listener)
+
+    def start_query():
+        return start(
+            spark,
+            args.connection_string,
+            args.checkpoint,
+            args.output,
+            eventhub=args.eventhub,
+            timeout_seconds=args.timeout_seconds,
+            trigger=args.trigger,
+            max_events_per_trigger=args.max_events_per_trigger,
+            lab=lab,
+        )
+
+    try:
+        code = supervise(
+            start_query,
+            stop=stop,
+            stalls=stalls,
+            max_restarts=args.max_restarts,
+            started=lambda: print(f"monitor running: transitions in {args.output}", flush=True),
+        )
+    finally:
+        spark.streams.removeListener(listener)
+        listener.close()
+    if code == 0:
         print("monitor stopped", flush=True)
-        return 0
-    error = query.exception()
-    print(f"monitor failed: {error.desc if error else 'the query ended'}", file=sys.stderr)
-    return 1
+    return code
 
 
 if __name__ == "__main__":

@@ -2,20 +2,29 @@
 
 The real queries read JSON files one per micro-batch (``maxFilesPerTrigger=1``) with
 ``trigger(availableNow=True)``: the same files give the same batches, so the same alerts.
+A stalled query is one whose ``foreachBatch`` waits on an event the test holds; the stall rule
+reads the time from a clock the test moves, so no test waits for a bound to pass.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 
+from conftest import FakeClock
 from eventhub_clients import Receiver, wait_for
 from pyspark.sql import functions as F
 
+from streamlab import deadlines
 from streamlab.alerts import (
     DROPPED_BY_WATERMARK,
+    FAILED,
     SLOW_BATCHES,
+    STALLED,
     STATE_GROWING,
     WATERMARK_LAG,
     Alert,
@@ -24,11 +33,15 @@ from streamlab.alerts import (
     Thresholds,
     check,
     dropped_by_watermark,
+    error_summary,
+    failed,
     slow_batches,
+    stalled,
     state_growing,
     watermark_lag,
 )
 from streamlab.hub import Hub
+from streamlab.session import LOG_FILE
 
 # -- the rules on hand-made reports -----------------------------------------------------------
 
@@ -131,6 +144,170 @@ def test_an_alert_travels_as_json():
     alert = dropped_by_watermark([report(b, total=1, dropped=1) for b in range(2)], 2)
     assert Alert.from_json(alert.to_json()) == alert
     assert json.loads(alert.to_json())["at"] == "2026-11-22T11:00:01.000Z"
+
+
+# -- a query that stops reporting: the stall and failure rules, on an injected clock -----------
+
+T0 = datetime(2026, 11, 22, 11, 0, 0, tzinfo=UTC)  # report(b) was triggered at T0 + b seconds
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_the_stall_bound_follows_the_trigger_unless_set():
+    assert Thresholds(trigger_ms=500).stall_bound_ms() == 30_000  # at least 30 s
+    assert Thresholds(trigger_ms=5_000).stall_bound_ms() == 50_000  # ten triggers
+    assert Thresholds(trigger_ms=500, stall_after_ms=2_000).stall_bound_ms() == 2_000
+    assert Thresholds(stall_after_ms=2_000).stall_bound_ms() == 2_000
+    assert Thresholds().stall_bound_ms() is None  # a quiet spell lasts as long as the trigger
+
+
+def test_a_stall_is_measured_from_the_last_sign_of_progress():
+    history = [report(0, took=100), report(1, took=500)]  # batch 1 finished at 11:00:01.500
+    assert stalled(history, at(31.5), 30_000) is None  # exactly the bound is not over it
+    alert = stalled(history, at(32), 30_000)
+    assert (alert.rule, alert.query, alert.batch_id) == (STALLED, "q", 2)
+    assert (alert.value, alert.limit, alert.at) == (30_500, 30_000, "2026-11-22T11:00:32.000Z")
+    assert alert.message == (
+        "query q: no progress for 30.5 s, more than the 30 s allowed: batch 2 has not finished "
+        f"(last sign of progress at 2026-11-22 11:00:01 UTC); Spark's log may say where it "
+        f"waits: {LOG_FILE}"
+    )
+    # An idle event (the query waits for data) or a restart is a sign of progress too.
+    assert stalled(history, at(32), 30_000, alive_at=at(20)) is None
+    assert stalled(history, at(51), 30_000, alive_at=at(20)).value == 31_000
+
+
+def test_a_query_that_never_finished_a_batch_stalls_from_its_start():
+    alert = stalled([], at(11), 10_000, alive_at=at(0), query="fresh")
+    assert (alert.query, alert.batch_id, alert.value) == ("fresh", -1, 11_000)
+    assert "it has not finished a micro-batch since it started" in alert.message
+    assert stalled([], at(11), 10_000) is None  # nothing known of the query: no alert
+
+
+# Spark's text of a foreachBatch function's error, as a QueryTerminatedEvent carries it.
+PYTHON_ERROR = """py4j.Py4JException: An exception was raised by the Python Proxy. Return \
+Message: Traceback (most recent call last):
+  File "/venv/site-packages/pyspark/sql/utils.py", line 163, in call
+    self.func(DataFrame(jdf, wrapped_session_jdf), batch_id)
+  File "/work/sink.py", line 13, in write
+    raise ValueError("the sink refused batch 1")
+ValueError: the sink refused batch 1
+
+\tat py4j.Protocol.getReturnValue(Protocol.java:476)
+\tat py4j.reflection.PythonProxyHandler.invoke(PythonProxyHandler.java:108)"""
+JVM_ERROR = """java.io.FileNotFoundException: /data/in/3.json (No such file or directory)
+\tat java.base/java.io.FileInputStream.open0(Native Method)"""
+
+
+def test_a_failed_query_is_reported_with_the_line_that_says_why():
+    assert error_summary(PYTHON_ERROR) == "ValueError: the sink refused batch 1"
+    # As the StreamingQueryException that awaitTermination() raises says it.
+    raised = PYTHON_ERROR.split("\n\n")[0] + "\n SQLSTATE: 39000\n=== Streaming Query ===\n"
+    assert error_summary(raised) == "ValueError: the sink refused batch 1"
+    assert error_summary(JVM_ERROR) == (
+        "java.io.FileNotFoundException: /data/in/3.json (No such file or directory)"
+    )
+    alert = failed([report(0)], PYTHON_ERROR, at(2))
+    assert (alert.rule, alert.query, alert.batch_id, alert.at) == (
+        FAILED,
+        "q",
+        1,
+        "2026-11-22T11:00:02.000Z",
+    )
+    assert alert.message == (
+        "query q: stopped with an error in batch 1: ValueError: the sink refused batch 1; "
+        f"Spark's log has the whole trace: {LOG_FILE}"
+    )
+    first = failed([], JVM_ERROR, at(2), query="fresh")
+    assert "query fresh: stopped with an error before it finished a micro-batch" in first.message
+    assert failed([report(0)], None, at(2)) is None  # stopped, not failed
+
+
+def test_the_alerter_raises_one_stall_alert_per_stall():
+    alerter = Alerter(Thresholds(stall_after_ms=10_000))
+    alerter.started("id-q", "q", at(0))
+    assert alerter.watch(at(5)) == []
+    assert [(a.rule, a.batch_id) for a in alerter.watch(at(11))] == [(STALLED, -1)]
+    assert alerter.watch(at(12)) == []  # the same stall goes on: no second alert
+    alerter.observe(report(20, took=500))  # progress at last: the stall is over
+    assert [(a.rule, a.batch_id) for a in alerter.watch(at(31))] == [(STALLED, 21)]
+    assert alerter.watch(at(35)) == []
+    alerter.idle("id-q", at(40))  # waits for data: alive, a new stall can come
+    assert [a.batch_id for a in alerter.watch(at(51))] == [21]
+    alerter.idle("id-q", at(52))
+    assert alerter.watch(at(57)) == []  # 5 s after the idle event: not stalled
+    alerter.observe(report(52, took=500))
+    assert alerter.watch(at(55)) == []  # a look between the report and the next stall
+    assert [a.batch_id for a in alerter.watch(at(63))] == [53]
+    # A query that ended cannot stall; one that failed raises its own alert.
+    assert alerter.ended("id-q", None, at(64)) == []
+    assert alerter.watch(at(100)) == []
+    alerter.started("id-q", "q", at(200))  # restarted on its checkpoint
+    assert [a.batch_id for a in alerter.watch(at(211))] == [53]
+    (gone,) = alerter.ended("id-q", PYTHON_ERROR, at(212))
+    assert (gone.rule, gone.batch_id) == (FAILED, 53)
+
+
+def test_a_first_batch_gets_longer_than_the_default_bound_before_it_is_a_stall():
+    alerter = Alerter(Thresholds(trigger_ms=500))  # default bound: 30 s
+    alerter.started("id-q", "q", at(0))
+    assert alerter.watch(at(60)) == []  # Python workers starting on a loaded machine
+    assert [(a.rule, a.limit) for a in alerter.watch(at(121))] == [(STALLED, 120_000.0)]
+    alerter.observe(report(59, took=500))  # the first batch, at last: the usual bound again
+    assert [(a.rule, a.limit) for a in alerter.watch(at(95))] == [(STALLED, 30_000.0)]
+
+
+def test_the_stall_rule_needs_a_bound():
+    alerter = Alerter(Thresholds())
+    alerter.started("id-q", "q", at(0))
+    assert alerter.watch(at(10_000)) == []
+
+
+class Started:
+    def __init__(self, name: str, when: datetime) -> None:
+        self.id, self.runId, self.name = f"id-{name}", f"run-{name}", name
+        self.timestamp = when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+class Terminated:
+    def __init__(self, name: str, exception: str | None) -> None:
+        self.id, self.runId, self.exception = f"id-{name}", f"run-{name}", exception
+
+
+def test_the_listeners_watchdog_notices_a_stall_on_its_own_clock():
+    clock = FakeClock(T0.timestamp())
+    sent = []
+    listener = AlertListener(Thresholds(trigger_ms=500), send=sent.extend, clock=clock, every=0.01)
+    try:
+        assert not listener.watching  # no query heard of yet
+        listener.onQueryStarted(Started("q", T0))
+        assert listener.watching
+        checks = listener.checks
+        wait_for(lambda: listener.checks > checks + 2, what="the watchdog's rounds")
+        assert listener.alerts == []
+        clock.now += 121  # past the bound of a query with no batch yet (120 s)
+        wait_for(lambda: listener.alerts, what="the watchdog's stall alert")
+        checks = listener.checks
+        wait_for(lambda: listener.checks > checks + 2, what="the watchdog's next rounds")
+        assert [(a.rule, a.query) for a in listener.alerts] == [(STALLED, "q")]
+        assert sent == listener.alerts and listener.errors == []
+    finally:
+        listener.close()
+    assert not listener.watching
+
+
+def test_the_listener_raises_a_failure_when_a_query_ends_with_an_error():
+    sent = []
+    listener = AlertListener(Thresholds(), send=sent.extend, clock=FakeClock(at(5).timestamp()))
+    listener.onQueryStarted(Started("q", T0))
+    assert not listener.watching  # no stall bound: nothing to watch
+    listener.onQueryTerminated(Terminated("q", None))
+    assert listener.alerts == []
+    listener.onQueryStarted(Started("q", T0))
+    listener.onQueryTerminated(Terminated("q", PYTHON_ERROR))
+    assert [(a.rule, a.query, a.at) for a in sent] == [(FAILED, "q", "2026-11-22T11:00:05.000Z")]
 
 
 # -- provoked on real Spark -------------------------------------------------------------------
@@ -287,3 +464,81 @@ def test_a_failed_send_is_kept_not_raised():
 
     listener.onQueryProgress(Event())
     assert listener.errors == ["ConnectionError: hub unreachable"] and listener.reports == 1
+
+
+# -- a stall and a failure on real Spark -------------------------------------------------------
+
+
+def _rate(spark):
+    return spark.readStream.format("rate").option("rowsPerSecond", 1).load()
+
+
+def test_a_batch_held_on_purpose_raises_a_stall_alert(spark):
+    """A foreachBatch that waits on an event is a stalled query: no report comes."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold_batch_1(df, batch_id: int) -> None:
+        if batch_id == 1:
+            entered.set()
+            release.wait(120)  # bounded: a failing test still ends
+
+    clock = FakeClock(time.time())  # stands still until the test moves it
+    listener = AlertListener(Thresholds(trigger_ms=200), clock=clock, every=0.05)
+    spark.streams.addListener(listener)
+    query = None
+    try:
+        query = (
+            _rate(spark)
+            .writeStream.queryName("held")
+            .foreachBatch(hold_batch_1)
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+        deadlines.wait_for(entered.is_set, within=120, what="batch 1 to start", query=query)
+        wait_for(lambda: listener.reports >= 1, what="batch 0's report")
+        checks = listener.checks
+        wait_for(lambda: listener.checks > checks + 2, what="the watchdog's rounds")
+        assert listener.alerts == []  # the clock has not moved: no bound has passed
+        clock.now = time.time() + 31  # 31 s later, by the listener's clock: over the 30 s bound
+        wait_for(lambda: listener.alerts, what="the listener's stall alert")
+        (alert,) = listener.alerts
+        assert (alert.rule, alert.query, alert.batch_id) == (STALLED, "held", 1), alert
+        assert "batch 1 has not finished" in alert.message
+        checks = listener.checks
+        wait_for(lambda: listener.checks > checks + 2, what="the watchdog's next rounds")
+        assert len(listener.alerts) == 1  # one alert per stall
+    finally:
+        release.set()
+        if query is not None:
+            deadlines.stop(query, within=60, what="the held query to stop")
+        spark.streams.removeListener(listener)
+        listener.close()
+    assert listener.errors == []
+
+
+def test_a_query_whose_batch_raises_raises_a_failure_alert(spark):
+    def refuse_batch_1(df, batch_id: int) -> None:
+        if batch_id == 1:
+            raise ValueError("the sink refused batch 1")
+
+    listener = AlertListener(Thresholds(trigger_ms=200))
+    spark.streams.addListener(listener)
+    try:
+        query = (
+            _rate(spark)
+            .writeStream.queryName("refused")
+            .foreachBatch(refuse_batch_1)
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+        wait_for(lambda: listener.alerts, timeout=120, what="the listener's failure alert")
+        assert not query.isActive
+    finally:
+        spark.streams.removeListener(listener)
+        listener.close()
+    (alert,) = listener.alerts
+    assert (alert.rule, alert.query, alert.batch_id) == (FAILED, "refused", 1), alert
+    assert alert.message == (
+        "query refused: stopped with an error in batch 1: ValueError: the sink refused batch 1; "
+        f"Spark's log has the whole trace: {LOG_FILE}"
+    )

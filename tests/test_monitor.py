@@ -6,13 +6,21 @@ While it is down, two machines stop for good (one shares its event hub partition
 machine that keeps sending, one is alone on its partition) and one machine starts. Every
 machine must then show exactly the transitions it went through, stamped with when they
 happened; late and duplicate heartbeats change nothing.
+
+The monitor also watches its own query: a query that dies or stalls is restarted on the same
+checkpoint, a few times in a row at most, and then the monitor exits with code 1. The restart
+logic runs first on stand-in queries, then the real monitor meets real faults: its output
+folder replaced by a file, as when the volume under it goes away, and a hub that stops
+answering (its process suspended with SIGSTOP), as a hung server or a dead network path does.
 """
 
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -20,10 +28,12 @@ from pathlib import Path
 import pytest
 from eventhub_clients import wait_for
 
+from streamlab.alerts import STALLED, Alert
 from streamlab.fleet import Fleet
 from streamlab.hub import partition_for_key, start_subprocess
-from streamlab.monitor import command, read_transitions
+from streamlab.monitor import command, read_transitions, supervise, trigger_ms
 from streamlab.paths import REPO_ROOT
+from streamlab.session import LOG_FILE
 
 TIMEOUT_S = 5
 KEEP_SENDING = ["m1", "m4"]
@@ -237,3 +247,268 @@ def test_each_writer_writes_the_same_rows_and_a_retried_batch_replaces_the_first
     )
     with pytest.raises(ValueError, match="writer must be one of spark, arrow, not 'csv'"):
         batch_writer(tmp_path, "csv")
+
+
+# -- the monitor watches its own query --------------------------------------------------------
+
+
+class StandIn:
+    """A query as the monitor's supervisor sees it: active until stopped, or until it fails."""
+
+    name = "heartbeat_monitor"
+
+    def __init__(
+        self, *, progress: dict | None = None, error: str | None = None, stalls: bool = False
+    ) -> None:
+        self.lastProgress = progress
+        self._error = error
+        self.stalls = stalls  # its listener raises a stall alert as soon as it starts
+        self.isActive = error is None
+        self.stopped = False
+        self.unstoppable = threading.Event()  # set: stop() blocks, as on a stuck task
+
+    def exception(self):
+        return self._error
+
+    def stop(self) -> None:
+        if self.unstoppable.is_set():
+            threading.Event().wait(5)  # bounded, so that the test's own process ends
+        self.isActive, self.stopped = False, True
+
+
+def stall_of(query: StandIn) -> Alert:
+    return Alert(STALLED, query.name, 8, 31_000, 30_000, f"query {query.name}: stalled", "")
+
+
+def run_supervised(runs: list, **options) -> tuple[int, list[StandIn]]:
+    """Supervise stand-in queries: each item of ``runs`` makes one run (or raises).
+
+    ``supervise`` runs in a thread of its own: one that has not returned after 30 s fails the
+    test (and is stopped) instead of holding it.
+    """
+    stalls: queue.Queue = queue.Queue()
+    started: list[StandIn] = []
+
+    def start_query() -> StandIn:
+        query = runs[len(started)]()
+        started.append(query)
+        if query.stalls:
+            stalls.put(stall_of(query))
+        return query
+
+    stop = options.pop("stop", threading.Event())
+    options = {"pause": 0, "every": 0.01, **options}
+    code = []
+    supervisor = threading.Thread(
+        target=lambda: code.append(supervise(start_query, stop=stop, stalls=stalls, **options)),
+        daemon=True,
+    )
+    supervisor.start()
+    supervisor.join(30)
+    if supervisor.is_alive():
+        stop.set()
+        supervisor.join(10)
+        raise AssertionError(f"supervise did not return within 30 s; runs: {len(started)}")
+    return code[0], started
+
+
+def stalling(**kwargs):
+    return lambda: StandIn(stalls=True, **kwargs)
+
+
+def failing(error: str, **kwargs):
+    return lambda: StandIn(error=error, **kwargs)
+
+
+def cannot_start():
+    raise FileExistsError(17, "File exists", "/data/out")
+
+
+def test_a_query_that_keeps_stalling_is_restarted_then_the_monitor_gives_up(capsys):
+    code, runs = run_supervised([stalling()] * 3, max_restarts=2)
+    assert code == 1 and len(runs) == 3
+    assert all(query.stopped for query in runs)  # stopped before each restart, and at the end
+    assert capsys.readouterr().err.splitlines() == [
+        "monitor: query heartbeat_monitor: stalled",
+        "monitor: restart 1 of 2 in 0 s, on the same checkpoint, because its query stalled.",
+        "monitor: query heartbeat_monitor: stalled",
+        "monitor: restart 2 of 2 in 0 s, on the same checkpoint, because its query stalled.",
+        "monitor: query heartbeat_monitor: stalled",
+        "monitor: giving up after 2 restart(s) in a row without a completed micro-batch: "
+        "exiting with code 1, for a supervisor to act on the sentences above.",
+    ]
+
+
+def test_a_restarted_query_that_completes_a_batch_starts_the_count_again(capsys):
+    error = "py4j.Py4JException: Traceback (most recent call last):\nOSError: disk full\n"
+    batch_7 = {"name": "heartbeat_monitor", "batchId": 7}
+    code, runs = run_supervised(
+        [failing(error), failing(error, progress=batch_7), cannot_start], max_restarts=1
+    )
+    assert code == 1 and len(runs) == 2
+    log = f"Spark's log has the whole trace: {LOG_FILE}"
+    restart = "monitor: restart 1 of 1 in 0 s, on the same checkpoint, because "
+    assert capsys.readouterr().err.splitlines() == [
+        "monitor: query heartbeat_monitor: stopped with an error before it finished a "
+        f"micro-batch: OSError: disk full; {log}",
+        restart + "its query stopped with an error.",
+        # This run had completed batch 7: a new run of failures, whose first restart is 1.
+        f"monitor: query heartbeat_monitor: stopped with an error in batch 8: OSError: disk full; "
+        f"{log}",
+        restart + "its query stopped with an error.",
+        "monitor: its query could not start: FileExistsError: [Errno 17] File exists: '/data/out'",
+        "monitor: giving up after 1 restart(s) in a row without a completed micro-batch: "
+        "exiting with code 1, for a supervisor to act on the sentences above.",
+    ]
+
+
+def test_a_stalled_query_that_cannot_be_stopped_ends_the_monitor(capsys):
+    def stuck() -> StandIn:
+        query = stalling()()
+        query.unstoppable.set()
+        return query
+
+    code, runs = run_supervised([stuck], stop_within=0.1)
+    assert code == 1 and len(runs) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "monitor: query heartbeat_monitor: stalled"
+    assert err[1].startswith("monitor: Waited 0.1 s for the stalled query to stop, and it has not")
+    assert err[1].endswith(
+        "It holds its checkpoint, so it cannot be started again here: exiting with code 1, "
+        "for a supervisor to start the monitor again."
+    )
+    assert len(err) == 2
+
+
+def test_a_requested_stop_stops_the_query_and_exits_0(capsys):
+    stop = threading.Event()
+    said = []
+    code, runs = run_supervised(
+        [lambda: StandIn()], stop=stop, started=lambda: (said.append("running"), stop.set())
+    )
+    assert (code, said, [q.stopped for q in runs]) == (0, ["running"], [True])
+    assert capsys.readouterr().err == ""
+
+
+def test_the_trigger_sets_the_stall_bound():
+    assert [trigger_ms(t) for t in ("250 milliseconds", "1 second", "2 seconds")] == [
+        250,
+        1_000,
+        2_000,
+    ]
+    assert trigger_ms("1.5 minutes") == 90_000 and trigger_ms("soon") is None
+
+
+def test_a_monitor_whose_query_keeps_dying_restarts_it_then_exits_1(tmp_path):
+    """A real fault: the output folder becomes a file (the volume under it went away, a deploy
+    put a file there), so each batch's write fails, and so does a restart's ``mkdir``. Put
+    right once, the restart on the same checkpoint carries on where the query stopped."""
+    out, moved = tmp_path / "out", tmp_path / "out-aside"
+
+    def break_output() -> None:
+        out.rename(moved)
+        out.write_text("not a folder")
+
+    def mend_output() -> None:
+        out.unlink()
+        moved.rename(out)
+
+    log = tmp_path / "monitor-1.log"
+    with start_subprocess(data_dir=tmp_path / "hub") as hub, Fleet(hub.connection_string) as fleet:
+        fleet.add("m1")
+        fleet.add("m2")
+        # A bound no slow first batch on a busy machine reaches: only the fault restarts it.
+        monitor = start_monitor(hub.connection_string, tmp_path, "1", "--stall-seconds", "300")
+        try:
+            check = alive(monitor, log)
+            wait_for(
+                lambda: check() or len(statuses(read_transitions(out), "m2")) >= 2,
+                timeout=240,
+                what="m2 Healthy",
+            )
+            break_output()
+            # Mended in the pause before the first restart (2 s), which then runs on.
+            wait_for(
+                lambda: check() or "restart 1 of 3" in log.read_text(),
+                timeout=120,
+                what="the monitor's first restart",
+            )
+            mend_output()
+            written = len(list(out.glob("batch_id=*")))
+            wait_for(
+                lambda: check() or len(list(out.glob("batch_id=*"))) > written + 2,
+                timeout=120,
+                what="batches of the restarted query",
+            )
+            break_output()  # for good
+            code = monitor.wait(180)
+        finally:
+            if monitor.poll() is None:
+                monitor.send_signal(signal.SIGKILL)
+                monitor.wait(30)
+    text = log.read_text()
+    assert code == 1, text[-3000:]
+    said = [line for line in text.splitlines() if line.startswith("monitor: ")]
+    assert said[0].startswith("monitor: query heartbeat_monitor: stopped with an error in batch ")
+    assert said[1] == (
+        "monitor: restart 1 of 3 in 2 s, on the same checkpoint, because its query stopped "
+        "with an error."
+    )
+    # The restart ran on: the next failure begins a new count.
+    assert said[2].startswith("monitor: query heartbeat_monitor: stopped with an error in batch ")
+    assert said[3] == said[1]
+    starts = said[4::2]
+    assert len(starts) == 3 and all(
+        line.startswith("monitor: its query could not start: FileExistsError: [Errno 17] File")
+        for line in starts
+    ), said
+    assert said[5::2] == [
+        "monitor: restart 2 of 3 in 2 s, on the same checkpoint, because its query could not "
+        "start.",
+        "monitor: restart 3 of 3 in 2 s, on the same checkpoint, because its query could not "
+        "start.",
+        "monitor: giving up after 3 restart(s) in a row without a completed micro-batch: "
+        "exiting with code 1, for a supervisor to act on the sentences above.",
+    ]
+    chains_are_whole(read_transitions(moved))  # none lost, none repeated across the restart
+
+
+def test_a_monitor_whose_hub_does_not_answer_notices_the_stall_and_exits_1(tmp_path):
+    """The hub's process suspended before the monitor starts: connections open and nothing
+    answers, so the first micro-batch waits and no report comes. The monitor stops the query,
+    restarts it, and gives up. (A hub that hangs once the monitor runs only stops the data:
+    the source keeps what it received, and its batches go on, empty.)"""
+    log = tmp_path / "monitor-1.log"
+    with start_subprocess(data_dir=tmp_path / "hub") as hub:
+        os.kill(hub.pid, signal.SIGSTOP)
+        try:
+            monitor = start_monitor(
+                hub.connection_string, tmp_path, "1", "--stall-seconds", "20", "--max-restarts", "1"
+            )
+            try:
+                code = monitor.wait(300)
+            finally:
+                if monitor.poll() is None:
+                    monitor.send_signal(signal.SIGKILL)
+                    monitor.wait(30)
+        finally:
+            os.kill(hub.pid, signal.SIGCONT)
+    text = log.read_text()
+    assert code == 1, text[-3000:]
+    said = [line for line in text.splitlines() if line.startswith("monitor: ")]
+    stall = (
+        "monitor: query heartbeat_monitor: no progress for {} s, more than the 20 s allowed: it "
+        "has not finished a micro-batch since it started (last sign of progress at "
+    )
+    head, tail = stall.split("{}")
+    assert len(said) == 4, said
+    for line in said[0], said[2]:
+        assert line.startswith(head) and tail in line, line
+        assert line.endswith(f"Spark's log may say where it waits: {LOG_FILE}"), line
+    assert said[1] == (
+        "monitor: restart 1 of 1 in 2 s, on the same checkpoint, because its query stalled."
+    )
+    assert said[3] == (
+        "monitor: giving up after 1 restart(s) in a row without a completed micro-batch: "
+        "exiting with code 1, for a supervisor to act on the sentences above."
+    )
