@@ -14,6 +14,7 @@ to the labs that use it.
 - :mod:`streamlab.cluster`, :mod:`streamlab.connect`: a standalone cluster and a Spark Connect
   server from the installed PySpark.
 - :mod:`streamlab.processes`: starting, waiting on and stopping processes; Ctrl-C and SIGTERM.
+- :mod:`streamlab.deadlines`: waits on a streaming query that give up in time and say why.
 - :mod:`streamlab.registry`: the list of labs and exercises (``course.toml``).
 - :mod:`streamlab.notebooks`: the notebook conventions (exercise tags, solution regions).
 - :mod:`streamlab.authoring`: generates the learner's notebooks in ``labs/`` from ``solutions/``.
