@@ -16,6 +16,7 @@ to the labs that use it.
 - :mod:`streamlab.processes`: starting, waiting on and stopping processes; Ctrl-C and SIGTERM.
 - :mod:`streamlab.deadlines`: waits on a streaming query that give up in time and say why.
 - :mod:`streamlab.registry`: the list of labs and exercises (``course.toml``).
+- :mod:`streamlab.notebook_api`: the names notebooks use, the package's public API.
 - :mod:`streamlab.notebooks`: the notebook conventions (exercise tags, solution regions).
 - :mod:`streamlab.authoring`: generates the learner's notebooks in ``labs/`` from ``solutions/``.
 - :mod:`streamlab.grading`: grades exercise cells from a notebook (``nox -s check``, ``%check``);
