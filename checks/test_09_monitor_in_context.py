@@ -12,9 +12,12 @@ catalog, as in the notebook. Times are compared as the text Spark writes in UTC.
   (edges of a window, another machine's window, a late window, a long one), then the join's
   state read back with the state reader;
 - 9.4: the learner's prediction against what this file's own join emits for the notebook's story;
-- 9.5: the in-maintenance report's rows, and its state after the watermark has moved on;
-- 9.6: sessions per machine with gaps from the registry, batch by batch;
-- 9.7: lab 05's processor and the learner's count in one query, batch by batch.
+- 9.5: the learner's diagnosis against this file's own run of the notebook's found report on
+  the notebook's story: each side of the join's state read after every batch, and the inputs
+  that carry a watermark in the query's schema;
+- 9.6: the in-maintenance report's rows, and its state after the watermark has moved on;
+- 9.7: sessions per machine with gaps from the registry, batch by batch;
+- 9.8: lab 05's processor and the learner's count in one query, batch by batch.
 """
 
 import functools
@@ -122,15 +125,19 @@ def per_batch(batches, describe) -> dict[int, list]:
     return {b.batch_id: sorted(describe(r) for r in b.rows) for b in batches if b.rows}
 
 
-def join_state(spark, checkpoint, side: str) -> list[tuple]:
-    """(machine, time as UTC text) of every row of one side of a join's state, sorted.
+def join_state(spark, checkpoint, side: str, batch_id: int | None = None) -> list[tuple]:
+    """(machine, time as UTC text) of every row of one side of a join's state, sorted: after
+    the last batch, or after ``batch_id``.
 
     The machine is the value's first string field; the time its first timestamp field, or for
     the windows the one named like a start, whatever the learner renamed on the way.
     """
     from pyspark.sql.types import StringType, TimestampType
 
-    rows = spark.read.format("statestore").option("joinSide", side).load(str(checkpoint))
+    reader = spark.read.format("statestore").option("joinSide", side)
+    if batch_id is not None:
+        reader = reader.option("batchId", batch_id)
+    rows = reader.load(str(checkpoint))
     fields = rows.schema["value"].dataType.fields
     machine = next(f.name for f in fields if isinstance(f.dataType, StringType))
     times = [f.name for f in fields if isinstance(f.dataType, TimestampType)]
@@ -460,9 +467,94 @@ def test_the_prediction_is_what_spark_emits(nb, spark, tmp_path):
     )
 
 
-# --- 9.5 · the report that forgets ---------------------------------------------------------
+# --- 9.5 · the diagnosis -------------------------------------------------------------------
 
-DEBUG_STORY = [
+GROWS, BOUNDED = "grows", "bounded"
+#: The join's inputs, the state reader's side of each, and the column of each that a watermark
+#: would be on.
+INPUTS = {"changes": ("left", "last_status_change_time"), "windows": ("right", "maintenance_start")}
+
+
+def found_report(nb, changes: DataFrame, windows: DataFrame) -> DataFrame:
+    """The in-maintenance report as the notebook's section 3 gives it, with the notebook's delays."""
+    left = (
+        changes.where(F.col("status") == UNHEALTHY)
+        .withWatermark("last_status_change_time", nb.CHANGES_DELAY)
+        .alias("c")
+    )
+    right = windows.alias("w")
+    t = F.col("c.last_status_change_time")
+    condition = (
+        (F.col("c.machine_name") == F.col("w.machine_name"))
+        & (t >= F.col("w.maintenance_start"))
+        & (t <= F.col("w.maintenance_end"))
+        & (t <= F.col("w.maintenance_start") + F.expr(f"INTERVAL {nb.LONGEST_MAINTENANCE}"))
+    )
+    return left.join(right, condition).select(
+        "c.machine_name", "c.last_status_change_time", "w.maintenance_start", "w.maintenance_end"
+    )
+
+
+def _diagnosis(answer) -> dict:
+    keys = sorted([*INPUTS, "watermarked"])
+    if not isinstance(answer, dict):
+        raise CheckFailed(
+            "DIAGNOSIS should be a dict with the keys 'changes', 'windows' and 'watermarked'; "
+            f"it is a {type(answer).__name__}."
+        )
+    if sorted(map(str, answer)) != keys:
+        raise CheckFailed(
+            "DIAGNOSIS should have exactly the keys 'changes', 'windows' and 'watermarked'; it "
+            f"has {', '.join(sorted(map(repr, answer))) or 'none'}."
+        )
+    for name in INPUTS:
+        if answer[name] not in (GROWS, BOUNDED):
+            raise CheckFailed(
+                f"DIAGNOSIS[{name!r}] should be GROWS or BOUNDED (the strings {GROWS!r} and "
+                f"{BOUNDED!r}); it is {answer[name]!r}."
+            )
+    inputs = answer["watermarked"]
+    if isinstance(inputs, str):
+        inputs = [inputs]
+    if not isinstance(inputs, list | tuple | set) or not set(inputs) <= set(INPUTS):
+        raise CheckFailed(
+            "DIAGNOSIS['watermarked'] should be a list of the inputs that carry a watermark, "
+            f"'changes', 'windows', both or neither; it is {answer['watermarked']!r}."
+        )
+    return {**{name: answer[name] for name in INPUTS}, "watermarked": sorted(set(inputs))}
+
+
+@exercise("9.5", timeout=240)
+def test_the_diagnosis_is_what_spark_shows_of_the_found_report(nb, spark, tmp_path):
+    diagnosis = _diagnosis(nb.DIAGNOSIS)
+    write_deliveries(tmp_path / "story", nb.DEBUG_STORY)
+    report = found_report(nb, *streams(spark, tmp_path / "story"))
+    batches = run(report, tmp_path / "checkpoint")
+    spark_shows: dict[str, object] = {}
+    for name, (side, _) in INPUTS.items():
+        held = [set(join_state(spark, tmp_path / "checkpoint", side, b.batch_id)) for b in batches]
+        removed = any(before - after for before, after in zip(held, held[1:]))
+        spark_shows[name] = BOUNDED if removed else GROWS
+    spark_shows["watermarked"] = sorted(
+        name
+        for name, (_, column) in INPUTS.items()
+        if "spark.watermarkDelayMs" in report.schema[column].metadata
+    )
+    expect_equal(
+        diagnosis,
+        spark_shows,
+        "DIAGNOSIS against a run of the found report over DEBUG_STORY: for each side of the "
+        "join's state, GROWS if no row ever left it from one batch to a later one, BOUNDED if "
+        "some did (the state reader, after every batch); and the inputs whose column in the "
+        "query's schema carries a watermark.",
+        hint="Read each side with the state reader after every batch of the found run "
+        "(joinSide, batchId), rather than reasoning from the code alone.",
+    )
+
+
+# --- 9.6 · the report that forgets ---------------------------------------------------------
+
+FIX_STORY = [
     [change("m1", 10), change("m2", 12), change("m3", 15, HEALTHY), change("m4", 50)],
     [window("m1", 5, 20), window("m2", 30, 40), window("m4", 45, 100)],
     [change("m5", 120), window("m5", 110, 130), window("m7", 150, 200)],
@@ -473,9 +565,9 @@ DEBUG_STORY = [
 ]
 
 
-@exercise("9.5", timeout=240)
+@exercise("9.6", timeout=240)
 def test_the_report_finds_the_changes_inside_windows_and_forgets(nb, spark, tmp_path):
-    write_deliveries(tmp_path / "story", DEBUG_STORY)
+    write_deliveries(tmp_path / "story", FIX_STORY)
     columns = ["machine_name", "last_status_change_time", "maintenance_start", "maintenance_end"]
     df = returned_stream(
         nb.in_maintenance(*streams(spark, tmp_path / "story")), "in_maintenance", columns
@@ -510,7 +602,7 @@ def test_the_report_finds_the_changes_inside_windows_and_forgets(nb, spark, tmp_
     )
 
 
-# --- 9.6 · uptime sessions -----------------------------------------------------------------
+# --- 9.7 · uptime sessions -----------------------------------------------------------------
 
 SESSION_REGISTRY = [
     ("m1", "Lyon", "ops-lyon", 10),
@@ -533,7 +625,7 @@ SESSION_STORY = [
 ]
 
 
-@exercise("9.6", timeout=240)
+@exercise("9.7", timeout=240)
 def test_sessions_close_per_machine_gap(nb, spark, tmp_path):
     write_deliveries(tmp_path / "heartbeats", SESSION_STORY)
     heartbeats = read_deliveries(spark, tmp_path / "heartbeats", nb.HEARTBEAT_DDL)
@@ -566,7 +658,7 @@ def test_sessions_close_per_machine_gap(nb, spark, tmp_path):
     )
 
 
-# --- 9.7 · the chain -----------------------------------------------------------------------
+# --- 9.8 · the chain -----------------------------------------------------------------------
 
 
 @functools.cache
@@ -602,7 +694,7 @@ def hub_story() -> list[list[dict]]:
     ]
 
 
-@exercise("9.7", timeout=300)
+@exercise("9.8", timeout=300)
 def test_unhealthy_per_site_after_the_processor(nb, spark, tmp_path):
     lab05 = _lab05()
     write_deliveries(tmp_path / "hub", hub_story())

@@ -75,6 +75,15 @@ class Says(str):
     checkpoint already has"), where a plain string is a word that needs its key."""
 
 
+#: 9.5: how prose says that one side of a join's state kept every row it took in.
+_KEPT_EVERY_ROW = (
+    r"{side}(?:'|\u2019)?\s+side\W+(?:\w+\W+){{0,8}}?(?:grows|grew|(?:kept|keeps) (?:every|all)"
+    r"|never (?:shrank|shrinks|lost|loses|dropped|drops)|(?:lost|loses|dropped|drops) no(?:thing)?)"
+    r"|(?:neither|no) side\W+(?:\w+\W+){{0,3}}?(?:lost|loses|shrank|shrinks|was cleaned|dropped)"
+    r"|both sides\W+(?:\w+\W+){{0,3}}?(?:kept|keep|keeps) (?:every|all)"
+    r"|[\"']{side}[\"']\s*:\s*(?:GROWS|[\"']grows[\"'])"
+)
+
 #: Per exercise: a key of the answer (a variable, a dict key) to how prose names it ("" names
 #: it not at all), or to a template where ``{}`` stands for its value; ``(key, value)`` or an
 #: outcome's text to how prose says that value; ``"row"``: how prose says a tuple, ``{0}``,
@@ -131,6 +140,17 @@ SAID: dict[str, dict] = {
         "PREDICTED_LATE_ROWS": (
             r"{}\s+late\s+rows|late\s+rows\W+(?:\w+\W+){0,3}{}\b|numRowsDroppedByWatermark\W+{}\b"
         ),
+    },
+    "9.5": {
+        "watermarked": r"watermark\w*",
+        ("watermarked", "changes"): (
+            r"(?:only the changes|the changes alone)\W+(?:\w+\W+){0,2}?(?:carry|carries|have|has|get)"
+            r"\W+(?:a\W+)?watermark|no watermark (?:on|for) the windows"
+            r"|windows\W+(?:\w+\W+){0,3}?(?:carry|carries|have|has|get|gets|with) no watermark"
+            r"|windows (?:without|lack\w*) (?:a )?watermark|\[\s*[\"']changes[\"']\s*\]"
+        ),
+        ("changes", "grows"): Says(_KEPT_EVERY_ROW.format(side="changes")),
+        ("windows", "grows"): Says(_KEPT_EVERY_ROW.format(side="windows")),
     },
     "10.1": {
         "filter": r"filter",
