@@ -17,7 +17,7 @@ batch before it, so the folder of every batch id holds one attempt's transitions
 
 The monitor watches its own query with the course's alert rules (``streamlab.alerts``): when
 the query stops with an error, or shows no progress for the stall bound (``--stall-seconds``;
-by default ten triggers and at least 30 s), it says so in one sentence on stderr, stops the
+by default ten triggers and at least 30 s, 120 s before its first micro-batch), it says so in one sentence on stderr, stops the
 query and starts it again on the same checkpoint, at most ``--max-restarts`` times in a row (a
 restarted query that completes a micro-batch starts the count again). Past that, or when a
 stalled query cannot even be stopped, it exits with code 1 and a sentence saying why, for
@@ -414,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         help="seconds without progress that make the query stalled (default: ten triggers, "
-        "at least 30 s)",
+        "at least 30 s, and 120 s before its first micro-batch)",
     )
     args = parser.parse_args(argv)
 
