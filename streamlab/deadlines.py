@@ -15,7 +15,6 @@ query's last progress and where Spark's log is, in sentences a learner can act o
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -186,8 +185,3 @@ def _where_to_look() -> str:
     from streamlab.session import LOG_FILE
 
     return f"Spark's log says what its tasks were doing: {LOG_FILE}."
-
-
-def progress_json(progress: dict | None) -> str:
-    """A query's progress report as indented JSON, for a message that shows it whole."""
-    return json.dumps(progress, indent=2, default=str) if progress else "(none)"
