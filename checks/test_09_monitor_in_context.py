@@ -400,20 +400,28 @@ def test_each_alert_comes_out_once_when_the_watermark_passes_it(nb, spark, tmp_p
 # --- 9.4 · predict -------------------------------------------------------------------------
 
 
-def reference_outside_maintenance(nb, changes: DataFrame, windows: DataFrame) -> DataFrame:
-    """The alerts as the exercise defines them, with the notebook's delays."""
+def _maintenance_join(nb, changes: DataFrame, windows: DataFrame):
+    """The Unhealthy changes (watermarked, as ``c``), the windows as given (``w``), and the
+    condition that pairs a change with a window of its machine that it falls in."""
     left = (
         changes.where(F.col("status") == UNHEALTHY)
         .withWatermark("last_status_change_time", nb.CHANGES_DELAY)
         .alias("c")
     )
-    right = windows.withWatermark("maintenance_start", nb.WINDOWS_DELAY).alias("w")
     t = F.col("c.last_status_change_time")
     condition = (
         (F.col("c.machine_name") == F.col("w.machine_name"))
         & (t >= F.col("w.maintenance_start"))
         & (t <= F.col("w.maintenance_end"))
         & (t <= F.col("w.maintenance_start") + F.expr(f"INTERVAL {nb.LONGEST_MAINTENANCE}"))
+    )
+    return left, windows.alias("w"), condition
+
+
+def reference_outside_maintenance(nb, changes: DataFrame, windows: DataFrame) -> DataFrame:
+    """The alerts as the exercise defines them, with the notebook's delays."""
+    left, right, condition = _maintenance_join(
+        nb, changes, windows.withWatermark("maintenance_start", nb.WINDOWS_DELAY)
     )
     return (
         left.join(right, condition, "leftOuter")
@@ -477,19 +485,7 @@ INPUTS = {"changes": ("left", "last_status_change_time"), "windows": ("right", "
 
 def found_report(nb, changes: DataFrame, windows: DataFrame) -> DataFrame:
     """The in-maintenance report as the notebook's section 3 gives it, with the notebook's delays."""
-    left = (
-        changes.where(F.col("status") == UNHEALTHY)
-        .withWatermark("last_status_change_time", nb.CHANGES_DELAY)
-        .alias("c")
-    )
-    right = windows.alias("w")
-    t = F.col("c.last_status_change_time")
-    condition = (
-        (F.col("c.machine_name") == F.col("w.machine_name"))
-        & (t >= F.col("w.maintenance_start"))
-        & (t <= F.col("w.maintenance_end"))
-        & (t <= F.col("w.maintenance_start") + F.expr(f"INTERVAL {nb.LONGEST_MAINTENANCE}"))
-    )
+    left, right, condition = _maintenance_join(nb, changes, windows)
     return left.join(right, condition).select(
         "c.machine_name", "c.last_status_change_time", "w.maintenance_start", "w.maintenance_end"
     )
