@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamlab.deadlines import drain, finish
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
@@ -166,8 +168,6 @@ def run_deliveries(
             query = writer.start()
         finally:
             spark.conf.unset(NO_DATA_BATCHES)
-    from streamlab.deadlines import finish
-
     finish(query, within=timeout, what="the query to read every delivery")
     return batches_of(query, emitted)
 
@@ -182,8 +182,6 @@ def feed(
     progress kept is the last 100 batches), then until it has run whatever batch without data
     follows.
     """
-    from streamlab.deadlines import drain
-
     read_before = _rows_read(query)
     deliver(folder, rows)
     deadline = time.monotonic() + timeout

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from streamlab.deadlines import QueryStalled
+from streamlab.deadlines import QueryStalled, finish
 
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
@@ -46,7 +46,6 @@ def run_available_now(
     returns when the query has ended, and raises the query's error if it failed. A query still
     running after ``within`` seconds is stopped and reported (:class:`QueryStalled`).
     """
-    from streamlab.deadlines import finish
     from streamlab.monitor import batch_writer
 
     Path(output).mkdir(parents=True, exist_ok=True)
