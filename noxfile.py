@@ -166,6 +166,8 @@ def test(session: nox.Session) -> None:
     log = ROOT / "build" / "solutions-nbval.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     notebooks_env = {**os.environ, **env, "STREAMLAB_BUILD_DIR": str(ROOT / "build" / "nbval")}
+    # No grading child started ahead of time (streamlab.grading.warm) holds a JVM past the run.
+    notebooks_env["STREAMLAB_WARM_GRADER"] = "0"
     session.log(f"Running the solution notebooks under nbval beside the tests (output: {log})")
     with log.open("w") as out:
         notebooks = subprocess.Popen(

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from streamlab import processes
+from streamlab.grading import warm
 from streamlab.hub.api import HUB_ENV, start_beside_others
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
@@ -175,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         if stop.is_set():  # Ctrl-C while the hub started
             return 0
         env = {**jupyter_environment(), HUB_ENV: hub.connection_string}
+        # The first %check or `nox -s check` finds its grading child warm (streamlab.grading.warm).
+        warm.start(env)
         jupyter = subprocess.Popen(
             jupyter_command(args.port, not args.no_browser, args.token, args.notebook_dir), env=env
         )
@@ -186,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         hub.stop()
+        warm.stop()
 
 
 def _start_hub(port: int):

@@ -138,6 +138,11 @@ def session_conf(shuffle_partitions: int | None = None, **extra: str) -> dict[st
     return conf
 
 
+#: The session the graded checks and the course's tests share (streamlab.spark_fixtures), and
+#: the one a warm grading child starts ahead of time (streamlab.grading.warm).
+CHECKS_SESSION = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "2"}}
+
+
 def spark_session(
     master: str | None = None,
     *,

@@ -17,9 +17,9 @@ import pytest
 @pytest.fixture
 def spark():
     """The run's one SparkSession; queries and jobs a test leaves behind are stopped afterwards."""
-    from streamlab.session import spark_session
+    from streamlab.session import CHECKS_SESSION, spark_session
 
-    session = spark_session("local[2]", conf={"spark.sql.shuffle.partitions": "2"})
+    session = spark_session(**CHECKS_SESSION)
     yield session
     from streamlab.deadlines import stop
 

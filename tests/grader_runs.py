@@ -38,3 +38,16 @@ def run_grader(
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+def warm_grader(command: str, env: Mapping[str, str]) -> str:
+    """Run ``streamlab.grading.warm.<command>`` in a process with ``env``; what it printed."""
+    return subprocess.run(
+        [sys.executable, "-c", f"from streamlab.grading import warm; print(warm.{command})"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=60,
+        env={**os.environ, **env},
+        check=True,
+    ).stdout.strip()

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from streamlab import processes, registry
-from streamlab.grading import report, supervisor, unsaved
+from streamlab.grading import report, supervisor, unsaved, warm
 from streamlab.paths import BUILD_DIR
 
 #: Exit statuses.
@@ -128,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         earlier=earlier,
     )
     graded["unsaved"] = unsaved.warnings(chosen, graded, args.notebooks)
+    graded["timings"] = outcome.timings
     report.write_json(graded, json_path)
+    # The next grading's child warms up while the learner reads this one's verdict.
+    warm.start()
     print()
     print(report.render(graded))
     tally = report.counts(graded)

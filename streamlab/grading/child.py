@@ -17,8 +17,8 @@ import time
 import pytest
 
 from streamlab.grading import events
+from streamlab.grading.events import lab_of_check
 from streamlab.grading.loader import missing_reference, reference_sentence
-from streamlab.grading.supervisor import lab_of_check
 from streamlab.paths import REPO_ROOT
 
 

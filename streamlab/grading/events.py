@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from enum import StrEnum
+from pathlib import Path
 
 #: Names the file descriptor of the pipe in the child's environment.
 FD_VARIABLE = "STREAMLAB_GRADING_FD"
@@ -49,3 +51,9 @@ def emit(event: EventKind, **fields) -> None:
         # The learner's code closed the pipe: the supervisor sees it end and blames the
         # cell or check that was running.
         pass
+
+
+def lab_of_check(nodeid: str) -> str | None:
+    """The lab of a check's (or check file's) node id: ``checks/test_04_x.py::t`` is 04."""
+    match = re.fullmatch(r"test_(\d+)_\w+", Path(nodeid.partition("::")[0]).stem)
+    return match.group(1) if match else None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import selectors
 import signal
 import subprocess
@@ -25,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamlab import processes
-from streamlab.grading.events import FD_VARIABLE, EventKind
+from streamlab.grading import warm
+from streamlab.grading.events import FD_VARIABLE, EventKind, lab_of_check
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT
 from streamlab.grading.verdict import FAILED, CheckResult, Status, Verdict
 from streamlab.notebooks import cell_name
@@ -61,6 +61,23 @@ class Outcome:
     #: Labs whose error leaves their exercises not graded rather than failed (the course's
     #: reference notebooks are missing).
     not_graded: set[str] = field(default_factory=set)
+    #: Where the seconds went, by :data:`PHASES`, and how many children ran, how many warm.
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def took(self, phase: str, seconds: float) -> None:
+        self.timings[phase] = round(self.timings.get(phase, 0.0) + seconds, 3)
+
+
+#: The phases of a grading's time, in order, as ``build/grade.json`` reports them.
+PHASES = {
+    "start": "starting the child: Python, imports, pytest collecting the checks",
+    "setup": "preparing checks: the Spark session, loading the notebook (its cells apart)",
+    "cells": "running the notebook's graded cells",
+    "checks": "running the checks themselves",
+    "teardown": "stopping what each check started",
+    "between": "the course's own work between checks",
+    "end": "ending the child: stopping Spark",
+}
 
 
 @dataclass
@@ -73,6 +90,13 @@ class _Activity:
     cell: int = 0
     check: str | None = None
     line: str = ""  # the running cell's first line
+    started: float = field(default_factory=time.monotonic)
+
+    def phase(self, first: bool, done: bool) -> str:
+        """Which of :data:`PHASES` this activity's time counts in."""
+        if self.kind == "idle":
+            return "start" if first else "end" if done else "between"
+        return {"cell": "cells", "call": "checks"}.get(self.kind, self.kind)
 
 
 @dataclass
@@ -169,25 +193,34 @@ def _run_child(
     """Run one child to its end. Returns (finished normally, last activity, exit code)."""
     read_fd, write_fd = os.pipe()
     env = {**os.environ, FD_VARIABLE: str(write_fd), "PYTHONUNBUFFERED": "1"}
-    child = subprocess.Popen(
-        [sys.executable, "-m", "streamlab.grading.child", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-        env=env,
-        pass_fds=(write_fd,),
-        # Its own process group, so that killing it takes its JVM and Python workers along.
-        start_new_session=True,
-    )
-    os.close(write_fd)
     activity = _Activity("idle", time.monotonic() + IDLE_LIMIT, IDLE_LIMIT)
-    finished = False
+    log.flush()
+    child = warm.claim(args, write_fd, log.fileno(), env)
+    outcome.took("children", 1)
+    outcome.took("warm", child is not None)
+    if child is None:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "streamlab.grading.child", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            env=env,
+            pass_fds=(write_fd,),
+            # Its own process group, so that killing it takes its JVM and Python workers along.
+            start_new_session=True,
+        )
+    os.close(write_fd)
+    finished, first = False, True
     try:
         # The deadline is the newest activity's: each event may move it.
         for event in _events(child, read_fd, lambda: activity.deadline):  # noqa: B023
+            before = activity
             if event.get("event") == EventKind.DONE:
                 finished = True
             activity = _follow(event, activity, outcome, plan, cell_limit, cap)
+            if activity is not before:
+                outcome.took(before.phase(first, False), activity.started - before.started)
+                first = False
             if on_result and event.get("event") == EventKind.RESULT:
                 on_result(outcome.results[-1])
     except _OutOfTime:
@@ -195,6 +228,7 @@ def _run_child(
     finally:
         os.close(read_fd)
         _kill(child)
+        outcome.took(activity.phase(first, finished), time.monotonic() - activity.started)
     return finished, activity, child.returncode
 
 
@@ -398,9 +432,3 @@ def _kill(child: subprocess.Popen) -> None:
 
 def _name(nodeid: str) -> str:
     return nodeid.rpartition("::")[2]
-
-
-def lab_of_check(nodeid: str) -> str | None:
-    """The lab of a check's (or check file's) node id: ``checks/test_04_x.py::t`` is 04."""
-    match = re.fullmatch(r"test_(\d+)_\w+", Path(nodeid.partition("::")[0]).stem)
-    return match.group(1) if match else None

@@ -1,0 +1,112 @@
+"""A grading's child started ahead of time (streamlab.grading.warm) grades as a cold one does,
+and one that is stale is replaced, never used.
+
+Each test runs the real grader (``python -m streamlab.grading``) with warm children on, in a
+build folder of its own, so the keeper it talks to is the test's alone; every keeper a test
+leaves is ended in its teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from grader_runs import run_grader, warm_grader
+from test_grading_isolation import _named, _notebook
+
+from streamlab.deadlines import wait_for
+from streamlab.paths import REPO_ROOT
+
+
+@pytest.fixture
+def warm_env(tmp_path):
+    """Warm children on, a build folder and a ``sitecustomize`` of the test's own.
+
+    Every Python the grader starts imports ``sitecustomize`` from ``PYTHONPATH``: a file the
+    warm child imported before its grading came, as the course's own modules are.
+    """
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("SEEN = 1\n")
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    env = {
+        "STREAMLAB_WARM_GRADER": "1",
+        "STREAMLAB_BUILD_DIR": str(tmp_path / "build"),
+        "PYTHONPATH": path,
+    }
+    yield env
+    warm_grader("stop()", env)
+
+
+def _log(env) -> str:
+    path = Path(env["STREAMLAB_BUILD_DIR"]) / "logs" / "warm-grader.log"
+    return path.read_text() if path.exists() else ""
+
+
+def _ready(env, count: int) -> None:
+    """Wait until ``count`` warm children have said they are ready in the build folder."""
+    wait_for(
+        lambda: _log(env).count(" ready after ") >= count,
+        within=300,
+        what=f"warm grading child number {count} to be ready (log: {_log(env)[-500:]!r})",
+    )
+
+
+def _grade(env, notebooks, tmp_path, *extra) -> dict:
+    grade_json = Path(env["STREAMLAB_BUILD_DIR"]) / "grade.json"
+    out = run_grader(notebooks, "00", json_path=grade_json, extra=extra, env=env, timeout=600)
+    assert "Traceback" not in out.stdout + out.stderr, out.stdout + out.stderr
+    return json.loads(grade_json.read_text())
+
+
+def _exercises(graded: dict) -> dict[str, dict]:
+    return {e["id"]: e for e in graded["labs"][0]["exercises"]}
+
+
+def test_a_warm_child_grades_and_blames_as_a_cold_one_does(warm_env, tmp_path):
+    path = _notebook(
+        tmp_path / "nb",
+        exercise_0_1="{solution}\n\nimport os\nos._exit(0)\n",
+        exercise_0_3=(
+            "import itertools\n\n\ndef summarise_progress(progress):\n"
+            "    return str(sum(itertools.count()))\n"
+        ),
+    )
+    warm_grader("start()", warm_env)
+    _ready(warm_env, 1)
+    graded = _grade(warm_env, tmp_path / "nb", tmp_path, "--max-check-seconds", "15")
+    exercises = _exercises(graded)
+    # The warm child ran 0.1's cell and died of it: its keeper passed on the exit status.
+    assert graded["timings"]["warm"] == 1 and graded["timings"]["children"] >= 2
+    assert "ended the process running your code (exit code 0)" in exercises["0.1"]["message"]
+    assert f"Running {_named(path, '0.1')} ended the process" in exercises["0.1"]["message"]
+    assert exercises["0.2"]["status"] == "passed", exercises["0.2"]["message"]
+    assert "did not finish within 15 s and was stopped" in exercises["0.3"]["message"]
+    # The grading started the next one.
+    _ready(warm_env, 2)
+
+
+def test_a_stale_warm_child_is_replaced_never_used(warm_env, tmp_path):
+    solutions = REPO_ROOT / "solutions"
+    warm_grader("start()", warm_env)
+    _ready(warm_env, 1)
+    # A file the warm child imported changes: the grading starts its child from cold.
+    site = Path(warm_env["PYTHONPATH"].split(os.pathsep)[0]) / "sitecustomize.py"
+    site.write_text("SEEN = 2\n")
+    graded = _grade(warm_env, solutions, tmp_path, "--exercise", "0.1")
+    assert graded["timings"]["warm"] == 0
+    assert _exercises(graded)["0.1"]["status"] == "passed"
+    assert f"{site} changed since the child started" in _log(warm_env)
+    # The grading started a fresh one, which the next grading uses.
+    _ready(warm_env, 2)
+    graded = _grade(warm_env, solutions, tmp_path, "--exercise", "0.1")
+    assert graded["timings"]["warm"] == 1
+    assert _exercises(graded)["0.1"]["status"] == "passed"
+    # A setting differs (an environment variable of the course's): replaced again.
+    _ready(warm_env, 3)
+    other = {**warm_env, "STREAMLAB_SETTING_FOR_A_TEST": "1"}
+    graded = _grade(other, solutions, tmp_path, "--exercise", "0.1")
+    assert graded["timings"]["warm"] == 0
+    assert "the grading's settings differ: STREAMLAB_SETTING_FOR_A_TEST" in _log(warm_env)
