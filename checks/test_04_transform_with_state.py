@@ -22,6 +22,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading.facts import spark_facts
 from streamlab.grading.heartbeat_checks import Meter, ProcessorStory, ReferenceHeartbeatProcessor
 from streamlab.grading.verdict import query_cause
 from streamlab.tws_batches import pending_timers, register_timer
@@ -758,15 +759,18 @@ def test_what_spark_emits(nb, spark, tmp_path, checkpoint_dir):
         )
         return _run(spark, frame, output, checkpoint_dir, "the reference processor")
 
-    _write(incoming, "first", ["m1"])
-    first = {tuple(r) for r in run()}
-    _write(incoming, "second", ["m1"])
-    second = sorted(
-        (r for r in run() if tuple(r) not in first), key=lambda r: r.last_status_change_time
-    )
+    def measure() -> list[tuple]:
+        _write(incoming, "first", ["m1"])
+        first = {tuple(r) for r in run()}
+        _write(incoming, "second", ["m1"])
+        second = sorted(
+            (r for r in run() if tuple(r) not in first), key=lambda r: r.last_status_change_time
+        )
+        return [(r.previous_status, r.status) for r in second]
+
     expect_equal(
         predicted,
-        [(r.previous_status, r.status) for r in second],
+        spark_facts("4.5 what Spark emits", measure, check=__file__),
         "SPARK_EMITS: what a Spark micro-batch emits, as (previous_status, status), when m1's "
         "second heartbeat arrives in the first batch after its deadline.",
         hint="In a Spark micro-batch every key's rows are handled before any timer fires.",

@@ -28,6 +28,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading.facts import spark_facts
 from streamlab.grading.heartbeat_checks import ReferenceHeartbeatProcessor, handler_must_yield
 from streamlab.grading.verdict import query_cause
 from streamlab.monitor import batch_writer
@@ -997,18 +998,22 @@ def test_three_lives_of_one_query(nb, spark, tmp_path, checkpoint_dir):
             for r in spark.read.parquet(str(output)).collect()
         )
 
-    lives = {}
-    _write(incoming, "a", _lab04_beats(["Producer 1", "Producer 2", "Producer 3"]))
-    lives[1] = life()
-    _write(incoming, "b", _lab04_beats(["Producer 1", "Producer 2"]))
-    lives[2] = life()
-    newest = max(int(p.name) for p in (checkpoint_dir / "commits").iterdir() if p.name.isdigit())
-    (checkpoint_dir / "commits" / str(newest)).unlink()
-    (checkpoint_dir / "commits" / f".{newest}.crc").unlink(missing_ok=True)
-    lives[3] = life()
+    def measure() -> dict:
+        lives = {}
+        _write(incoming, "a", _lab04_beats(["Producer 1", "Producer 2", "Producer 3"]))
+        lives[1] = life()
+        _write(incoming, "b", _lab04_beats(["Producer 1", "Producer 2"]))
+        lives[2] = life()
+        commits = checkpoint_dir / "commits"
+        newest = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+        (commits / str(newest)).unlink()
+        (commits / f".{newest}.crc").unlink(missing_ok=True)
+        lives[3] = life()
+        return lives
+
     expect_equal(
         predicted,
-        lives,
+        spark_facts("5.3 three lives", measure, check=__file__),
         "AFTER_LIFE: what the output holds after each life, as (batch_id, machine_name, "
         "previous_status, status), as Spark ran the three lives with the course's processor.",
         hint="The state outlives a life; batch ids go on counting; a batch planned but not "
@@ -1252,60 +1257,66 @@ def test_what_a_checkpoint_pins(nb, spark, tmp_path):
         _prediction(nb.ONE_MORE_FIELD, "ONE_MORE_FIELD"),
         _prediction(nb.ONE_MORE_FIELD_AVRO, "ONE_MORE_FIELD_AVRO"),
     ]
-    incoming, checkpoint, output = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "out"
-    _write(incoming, "a", _lab04_beats(["m1", "m2"]))
-    _run_to_batches(spark, _reference_changes(spark, incoming, 60_000), checkpoint, output)
 
-    _write(incoming, "b", _lab04_beats(["m3"]))
-    other = _life_with(
-        spark,
-        {PARTITIONS: "4", PROVIDER: HDFS},
-        _reference_changes(spark, incoming, 60_000),
-        checkpoint,
-        output,
-    )
-    if other["starts"]:
-        newest = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
-        meta = json.loads((checkpoint / "offsets" / str(newest)).read_text().splitlines()[1])
-        other = {
-            "starts": True,
-            "state_partitions": spark.read.format("state-metadata")
-            .load(str(checkpoint))
-            .first()
-            .numPartitions,
-            "provider": meta["conf"][PROVIDER].rsplit(".", 1)[-1],
-        }
+    def measure() -> list:
+        incoming, checkpoint, output = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "out"
+        _write(incoming, "a", _lab04_beats(["m1", "m2"]))
+        _run_to_batches(spark, _reference_changes(spark, incoming, 60_000), checkpoint, output)
 
-    _write(incoming, "c", _lab04_beats(["m1"]))
-    field = _life_with(
-        spark,
-        {},
-        _reference_changes(spark, incoming, 60_000, _with_site(60_000)),
-        checkpoint,
-        output,
-    )
+        _write(incoming, "b", _lab04_beats(["m3"]))
+        other = _life_with(
+            spark,
+            {PARTITIONS: "4", PROVIDER: HDFS},
+            _reference_changes(spark, incoming, 60_000),
+            checkpoint,
+            output,
+        )
+        if other["starts"]:
+            newest = max(
+                int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()
+            )
+            meta = json.loads((checkpoint / "offsets" / str(newest)).read_text().splitlines()[1])
+            other = {
+                "starts": True,
+                "state_partitions": spark.read.format("state-metadata")
+                .load(str(checkpoint))
+                .first()
+                .numPartitions,
+                "provider": meta["conf"][PROVIDER].rsplit(".", 1)[-1],
+            }
 
-    avro_in, avro = tmp_path / "avro-in", tmp_path / "avro"
-    _write(avro_in, "a", _lab04_beats(["m1", "m2"]))
-    _life_with(
-        spark,
-        {ENCODING: "avro"},
-        _reference_changes(spark, avro_in, 60_000),
-        avro / "checkpoint",
-        avro / "out",
-    )
-    _write(avro_in, "b", _lab04_beats(["m1"]))
-    field_avro = _life_with(
-        spark,
-        {},
-        _reference_changes(spark, avro_in, 60_000, _with_site(60_000)),
-        avro / "checkpoint",
-        avro / "out",
-    )
-    shutil.rmtree(avro, ignore_errors=True)
+        _write(incoming, "c", _lab04_beats(["m1"]))
+        field = _life_with(
+            spark,
+            {},
+            _reference_changes(spark, incoming, 60_000, _with_site(60_000)),
+            checkpoint,
+            output,
+        )
+
+        avro_in, avro = tmp_path / "avro-in", tmp_path / "avro"
+        _write(avro_in, "a", _lab04_beats(["m1", "m2"]))
+        _life_with(
+            spark,
+            {ENCODING: "avro"},
+            _reference_changes(spark, avro_in, 60_000),
+            avro / "checkpoint",
+            avro / "out",
+        )
+        _write(avro_in, "b", _lab04_beats(["m1"]))
+        field_avro = _life_with(
+            spark,
+            {},
+            _reference_changes(spark, avro_in, 60_000, _with_site(60_000)),
+            avro / "checkpoint",
+            avro / "out",
+        )
+        shutil.rmtree(avro, ignore_errors=True)
+        return [other, field, field_avro]
+
     expect_equal(
         predicted,
-        [other, field, field_avro],
+        spark_facts("5.9 what a checkpoint pins", measure, check=__file__),
         "[OTHER_SETTINGS, ONE_MORE_FIELD, ONE_MORE_FIELD_AVRO], as Spark ran the three restarts "
         "with the course's lab 04 processor.",
         hint="What offsets/N records wins over the session, without an error. The state's schema "

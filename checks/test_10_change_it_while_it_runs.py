@@ -24,14 +24,17 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
+from streamlab import registry
 from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading.facts import spark_facts
 from streamlab.grading.heartbeat_checks import (
     Meter,
     ReferenceHeartbeatProcessor,
     handler_must_yield,
 )
 from streamlab.grading.verdict import query_cause
+from streamlab.paths import REPO_ROOT
 from streamlab.restart_trials import (
     IGNORED,
     REFUSED,
@@ -55,6 +58,8 @@ START_MS = round(START.timestamp() * 1000)
 ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 LAB05 = load_solution("05")
+#: The notebook LAB05 comes from: the facts measured with it depend on it.
+LAB05_NOTEBOOK = registry.lab("05").notebook(REPO_ROOT / "solutions")
 
 
 def _row(machine: str, second: float, partition: str = "0") -> Row:
@@ -853,7 +858,12 @@ _HINTS_10_1 = {
 @exercise("10.1", timeout=420)
 def test_predictions_match_what_spark_does(nb, spark, tmp_path_factory):
     predicted = _predictions(nb, "PREDICTED", CHANGES)
-    measured = _restarts(spark, tmp_path_factory.mktemp("lab10-restarts"))
+    measured = spark_facts(
+        "10.1 restarts",
+        lambda: _restarts(spark, tmp_path_factory.mktemp("lab10-restarts")),
+        check=__file__,
+        inputs=[LAB05_NOTEBOOK],
+    )
     wrong = [change for change in CHANGES if predicted[change] != measured[change]]
     expect_equal(
         {change: predicted[change] for change in wrong},
@@ -931,7 +941,12 @@ REPARTITION_KEYS = (
 @exercise("10.5", timeout=420)
 def test_repartition_predictions_match_what_spark_does(nb, spark, tmp_path_factory):
     predicted = _predictions(nb, "PREDICTED_REPARTITION", REPARTITION_KEYS)
-    facts = _repartition_facts(spark, tmp_path_factory.mktemp("lab10-repartition"))
+    facts = spark_facts(
+        "10.5 repartition",
+        lambda: _repartition_facts(spark, tmp_path_factory.mktemp("lab10-repartition")),
+        check=__file__,
+        inputs=[LAB05_NOTEBOOK],
+    )
     wrong = [k for k in REPARTITION_KEYS if predicted[k] != facts[k]]
     expect_equal(
         {k: predicted[k] for k in wrong},
