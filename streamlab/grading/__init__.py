@@ -11,7 +11,14 @@
   a notebook whose kernel ran newer code than its file holds.
 """
 
-__all__ = ["CheckFailed", "LoadedNotebook", "exercise", "expect_equal", "load_notebook"]
+__all__ = [
+    "CheckFailed",
+    "LoadedNotebook",
+    "exercise",
+    "expect_equal",
+    "expect_that",
+    "load_notebook",
+]
 
 
 def __getattr__(name: str):
@@ -21,7 +28,7 @@ def __getattr__(name: str):
         from streamlab.grading import loader
 
         return getattr(loader, name)
-    if name in ("CheckFailed", "expect_equal"):
+    if name in ("CheckFailed", "expect_equal", "expect_that"):
         from streamlab.grading import expect
 
         return getattr(expect, name)

@@ -14,8 +14,9 @@ The grader shows the sentence, then what was expected and what the code did (the
 may shorten them; ``build/grade.json`` keeps them whole), then the check's hint when it has
 one, else the exercise's first hint. When both are lists (of transitions, of rows), it shows
 a diff instead: the items as expected, missing, extra and changed, one a line
-(:func:`list_diff`). A plain ``assert ..., "sentence"`` still works and shows the sentence
-alone.
+(:func:`list_diff`). A check that is not a comparison says what it wanted and what it got
+with :func:`expect_that`. The course's checks hold no bare ``assert`` (``tests/test_check_kit.py``):
+one would show the sentence alone.
 """
 
 from __future__ import annotations
@@ -161,3 +162,19 @@ def expect_equal(
     """Fail with ``message``, ``expected`` and ``actual`` unless the two are equal."""
     if actual != expected:
         raise CheckFailed(message, expected=expected, actual=actual, hint=hint, show=show)
+
+
+def expect_that(
+    condition: object,
+    message: str,
+    *,
+    expected: Any,
+    actual: Any,
+    hint: str = "",
+    show: Callable[[Any], str] | None = None,
+) -> None:
+    """Fail with ``message`` unless ``condition`` holds, saying what was expected (a value,
+    or what it should be in words: ``"a DataFrame"``) and what the code gave."""
+    if not condition:
+        raise CheckFailed(message, expected=expected, actual=actual, hint=hint, show=show)
+
