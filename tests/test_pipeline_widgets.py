@@ -71,6 +71,14 @@ def test_the_feed_shows_alerts_newest_first_and_escaped():
     html = feed.widget.value
     assert html.index("slow_batches") < html.index("state_growing")
     assert "&lt;now&gt;" in html and "<now>" not in html
+    assert "(batch 4)" in html
+
+
+def test_the_feed_says_a_stall_came_before_the_first_batch():
+    feed = AlertFeed()
+    feed.add([_alert("stalled", -1)])
+    assert "(before its first batch)" in feed.widget.value
+    assert "batch -1" not in feed.widget.value
 
 
 def test_a_listener_shows_its_alerts_on_a_feed_without_a_hub():

@@ -73,7 +73,7 @@ class AlertFeed:
         lines = "".join(
             f'<li class="streamlab-alert" data-rule="{html.escape(a.rule)}">'
             f"<code>{html.escape(a.at[:19].replace('T', ' '))}</code> "
-            f"<b>{html.escape(a.rule)}</b> (batch {a.batch_id}): {html.escape(a.message)}</li>"
+            f"<b>{html.escape(a.rule)}</b> {_batch(a.batch_id)}: {html.escape(a.message)}</li>"
             for a in self.alerts
         )
         note = f'<div style="color:#c62828">{html.escape(trouble)}</div>' if trouble else ""
@@ -89,3 +89,9 @@ class AlertFeed:
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _batch(batch_id: int) -> str:
+    """Which batch an alert is about; a query stalled before its first one has none."""
+    return f"(batch {batch_id})" if batch_id >= 0 else "(before its first batch)"
+
