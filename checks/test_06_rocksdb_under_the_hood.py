@@ -30,7 +30,7 @@ from pyspark.sql.streaming.listener import QueryProgressEvent
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading import CheckFailed, exercise, expect_equal, expect_that
 from streamlab.grading.heartbeat_checks import (
     Meter,
     ProcessorStory,
@@ -208,9 +208,13 @@ def _event(report: dict) -> QueryProgressEvent:
 
 def _listener(nb, *args, **kwargs):
     listener = nb.StateMetricsListener(*args, **kwargs)
-    assert isinstance(listener, StreamingQueryListener), (
+    expect_that(
+        isinstance(listener, StreamingQueryListener),
         "StateMetricsListener should be a subclass of StreamingQueryListener, so that "
-        "spark.streams.addListener accepts it."
+        "spark.streams.addListener accepts it.",
+        expected="a StreamingQueryListener subclass",
+        actual=f"class {type(listener).__name__}"
+        f"({', '.join(b.__name__ for b in type(listener).__bases__)})",
     )
     return listener
 
@@ -220,20 +224,31 @@ def _feed(listener, *reports) -> list[dict]:
         try:
             result = listener.onQueryProgress(_event(report))
         except KeyError as error:
-            raise AssertionError(
+            raise CheckFailed(
                 f"onQueryProgress raised KeyError {error} on a batch of the "
                 f"{'HDFS-backed' if report is HDFS_REPORT else 'RocksDB'} provider. A provider reports "
                 f"only its own custom metrics: read them with op.customMetrics.get(name), which "
-                f"gives None for a missing one."
+                f"gives None for a missing one.",
+                expected="a row with None for each metric the provider does not report",
+                actual=f"KeyError {error}",
             ) from None
-        assert result is None, (
-            "onQueryProgress should append to self.rows and return nothing; it returned "
-            f"{type(result).__name__}. (A method that yields is a generator: Spark would never run it.)"
+        expect_that(
+            result is None,
+            "onQueryProgress should append to self.rows and return nothing. (A method that "
+            "yields is a generator: Spark would never run it.)",
+            expected="None",
+            actual=type(result).__name__,
         )
     rows = listener.rows
-    assert isinstance(rows, list) and all(isinstance(r, dict) for r in rows), (
-        "self.rows should stay a list of dicts, one per state operator per batch."
-    )
+    if not (isinstance(rows, list) and all(isinstance(r, dict) for r in rows)):
+        raise CheckFailed(
+            "self.rows should stay a list of dicts, one per state operator per batch.",
+            expected="a list of dicts",
+            actual=type(rows).__name__
+            if not isinstance(rows, list)
+            else "a list holding "
+            + ", ".join(sorted({type(r).__name__ for r in rows if not isinstance(r, dict)})),
+        )
     return rows
 
 
@@ -271,10 +286,12 @@ def _compare(got: list[dict], expected: list[dict], what: str) -> None:
 @exercise("6.2")
 def test_listener_starts_empty_with_its_custom_metrics(nb):
     listener = _listener(nb)
-    assert listener.rows == [], "A new StateMetricsListener should have no rows yet."
-    assert tuple(listener.custom_metrics) == CUSTOM_METRICS, (
+    expect_equal(listener.rows, [], "A new StateMetricsListener should have no rows yet.")
+    expect_equal(
+        tuple(listener.custom_metrics),
+        CUSTOM_METRICS,
         "By default the listener should collect the metrics in CUSTOM_METRICS. Did you edit the "
-        "constructor or the graded-setup cell?"
+        "constructor or the graded-setup cell?",
     )
 
 
@@ -313,14 +330,17 @@ def test_a_metric_the_provider_does_not_report_is_none(nb):
 def test_a_stateless_batch_adds_no_row_and_rows_accumulate(nb):
     listener = _listener(nb)
     rows = _feed(listener, STATELESS_REPORT)
-    assert rows == [], (
-        f"A batch of a stateless query has no state operators, so it adds no row; the listener "
-        f"added {rows}."
+    expect_equal(
+        rows,
+        [],
+        "A batch of a stateless query has no state operators, so it adds no row.",
     )
     rows = _feed(listener, ROCKSDB_REPORT, HDFS_REPORT)
-    assert [r.get("query") for r in rows] == ["heartbeats", "heartbeats", "on_hdfs"], (
+    expect_equal(
+        [r.get("query") for r in rows],
+        ["heartbeats", "heartbeats", "on_hdfs"],
         "Rows should accumulate in self.rows across calls, in the order the batches arrive "
-        "(two from the first report, one from the second)."
+        "(two from the first report, one from the second): the query of each row.",
     )
 
 
@@ -355,8 +375,11 @@ def _same(plan, expected) -> bool:
 
 def _check_plan(nb, expected, why, *args, **kwargs):
     plan = _plan(nb, *args, **kwargs)
-    assert plan is None or isinstance(plan, tuple), (
-        f"plan_query() should return a Plan (or None); it returned {type(plan).__name__}."
+    expect_that(
+        plan is None or isinstance(plan, tuple),
+        "plan_query() should return a Plan (or None).",
+        expected="a Plan or None",
+        actual=type(plan).__name__,
     )
     shown = ", ".join(
         [
@@ -436,11 +459,13 @@ def test_no_plan_when_nothing_keeps_up(nb):
 @exercise("6.4")
 def test_the_order_of_measurements_does_not_matter(nb):
     plan = _plan(nb, 1_000, 3_000, list(reversed(_figures(nb))))
-    assert _same(plan, (2_000, 2, 600.0, 2_600.0)), (
-        f"With the measurements in the other order (4 partitions first) the answer is the same: "
-        f"at 2000 ms both keep up and the fewest partitions win, Plan(2000, 2, 600.0, 2600.0). "
-        f"Got {plan}."
-    )
+    if not _same(plan, (2_000, 2, 600.0, 2_600.0)):
+        raise CheckFailed(
+            "With the measurements in the other order (4 partitions first) the answer is the "
+            "same: at 2000 ms both keep up and the fewest partitions win.",
+            expected=nb.Plan(2_000, 2, 600.0, 2_600.0),
+            actual=plan,
+        )
 
 
 @exercise("6.4")
@@ -468,12 +493,18 @@ def test_trigger_choices_and_heartbeat_rate_are_parameters(nb):
 @exercise("6.4")
 def test_the_plan_is_a_plan(nb):
     plan = _plan(nb, 1_000, 3_000, _figures(nb))
-    assert isinstance(plan, nb.Plan), (
-        f"plan_query() should return a Plan(trigger_ms, shuffle_partitions, batch_ms, "
-        f"worst_latency_ms); it returned {type(plan).__name__}: {plan!r}."
-    )
-    assert isinstance(plan.trigger_ms, int) and not isinstance(plan.trigger_ms, bool), (
-        f"Plan.trigger_ms should be one of trigger_choices_ms, an int; it is {plan.trigger_ms!r}."
+    if not isinstance(plan, nb.Plan):
+        raise CheckFailed(
+            "plan_query() should return a Plan(trigger_ms, shuffle_partitions, batch_ms, "
+            "worst_latency_ms).",
+            expected="a Plan",
+            actual=f"{type(plan).__name__}: {plan!r}",
+        )
+    expect_that(
+        isinstance(plan.trigger_ms, int) and not isinstance(plan.trigger_ms, bool),
+        "Plan.trigger_ms should be one of trigger_choices_ms, an int.",
+        expected="an int",
+        actual=f"{type(plan.trigger_ms).__name__}: {plan.trigger_ms!r}",
     )
 
 
@@ -566,14 +597,19 @@ def test_bucketed_first_heartbeats_are_initializing(nb):
     fleet.at(1_000)
     rows = fleet.beat("m1", "m2")
     expected = [("m1", INITIALIZING, None, 1_000), ("m2", INITIALIZING, None, 1_000)]
-    assert rows == expected, (
-        f"The first heartbeats of two new machines of one bucket, at 1000 ms, should emit "
-        f"{_said(expected)}, one row per machine named after the machine (not the bucket); "
-        f"the processor emitted {_said(rows)}."
+    expect_equal(
+        rows,
+        expected,
+        "The first heartbeats of two new machines of one bucket, at 1000 ms, should emit one "
+        "row per machine, named after the machine (not the bucket).",
+        show=_said,
     )
-    assert fleet.machines() >= {"m1", "m2"}, (
-        f"After that batch the bucket's state should hold both machines; it holds "
-        f"{sorted(fleet.machines())}."
+    held = fleet.machines()
+    expect_that(
+        held >= {"m1", "m2"},
+        "After that batch the bucket's state should hold both machines.",
+        expected="m1 and m2",
+        actual=sorted(held),
     )
 
 
@@ -582,22 +618,28 @@ def test_bucketed_heartbeats_in_one_batch_count_once(nb):
     fleet = Buckets(yours_inputs(nb))
     fleet.at(1_000)
     rows = fleet.beat("m1", "m2", "m1", "m1", "m2")
-    assert [r[:2] for r in rows] == [("m1", INITIALIZING), ("m2", INITIALIZING)], (
-        f"Three heartbeats of m1 and two of m2 in one micro-batch are one piece of news per "
-        f"machine: one Initializing row each. the processor emitted {_said(rows)}."
+    expect_equal(
+        [r[:2] for r in rows],
+        [("m1", INITIALIZING), ("m2", INITIALIZING)],
+        "Three heartbeats of m1 and two of m2 in one micro-batch are one piece of news per "
+        "machine: one Initializing row each (machine, status).",
     )
     fleet.at(2_000)
     rows = fleet.beat("m2", "m1", "m2", "m1", "m1")
     expected = [("m1", HEALTHY, INITIALIZING, 2_000), ("m2", HEALTHY, INITIALIZING, 2_000)]
-    assert rows == expected, (
-        f"The same heartbeats in the next micro-batch should emit {_said(expected)}; "
-        f"the processor emitted {_said(rows)}."
+    expect_equal(
+        rows,
+        expected,
+        "The same heartbeats in the next micro-batch should turn both machines Healthy.",
+        show=_said,
     )
     fleet.at(3_000)
     rows = fleet.beat("m1", "m2", "m1")
-    assert rows == [], (
-        f"Healthy machines that send more heartbeats have not changed: emit nothing. At 3000 ms "
-        f"the processor emitted {_said(rows)}."
+    expect_equal(
+        rows,
+        [],
+        "Healthy machines that send more heartbeats have not changed: emit nothing (at 3000 ms).",
+        show=_said,
     )
 
 
@@ -612,23 +654,29 @@ def test_bucketed_machines_are_independent(nb):
     m1 = [r[1:] for r in emitted if r[0] == "m1"]
     m2 = [r[1:] for r in emitted if r[0] == "m2"]
     m3 = [r[1] for r in emitted if r[0] == "m3"]
-    assert m1 == [(INITIALIZING, None, 1_000), (HEALTHY, INITIALIZING, 2_000)], (
-        f"m1 beats every second and should only go Initializing, then Healthy at 2000 ms; "
-        f"the processor emitted {_said([('m1', *r) for r in m1])} for it. Its "
-        f"bucket-mate m2 going silent must not change m1."
+    expect_equal(
+        m1,
+        [(INITIALIZING, None, 1_000), (HEALTHY, INITIALIZING, 2_000)],
+        "m1 beats every second and should only go Initializing, then Healthy at 2000 ms. Its "
+        "bucket-mate m2 going silent must not change m1.",
+        show=lambda rs: _said([("m1", *r) for r in rs]),
     )
-    assert m2 == [
-        (INITIALIZING, None, 1_000),
-        (HEALTHY, INITIALIZING, 2_000),
-        (UNHEALTHY, HEALTHY, 7_000),
-    ], (
-        f"m2 beat at 1000 and 2000 ms only, in the same bucket as m1, which kept beating: m2 "
-        f"should turn Unhealthy at 7000 ms, once. the processor emitted "
-        f"{_said([('m2', *r) for r in m2])} for it."
+    expect_equal(
+        m2,
+        [
+            (INITIALIZING, None, 1_000),
+            (HEALTHY, INITIALIZING, 2_000),
+            (UNHEALTHY, HEALTHY, 7_000),
+        ],
+        "m2 beat at 1000 and 2000 ms only, in the same bucket as m1, which kept beating: m2 "
+        "should turn Unhealthy at 7000 ms, once.",
+        show=lambda rs: _said([("m2", *r) for r in rs]),
     )
-    assert m3 == [INITIALIZING, HEALTHY], (
-        f"m3, alone in another bucket and beating every second, should only go Initializing, "
-        f"Healthy; the processor emitted {m3} for it."
+    expect_equal(
+        m3,
+        [INITIALIZING, HEALTHY],
+        "m3, alone in another bucket and beating every second, should only go Initializing, "
+        "Healthy: the statuses it went through.",
     )
 
 
@@ -642,32 +690,44 @@ def test_bucketed_silence_turns_each_machine_unhealthy_once(nb):
     fleet.at(4_000)
     fleet.beat("m2")
     early = fleet.at(6_999)
-    assert early == [], (
-        f"At 6999 ms m1 has been silent for 4999 ms, less than the 5000 ms timeout: emit nothing "
-        f"yet. the processor emitted {_said(early)}."
+    expect_equal(
+        early,
+        [],
+        "At 6999 ms m1 has been silent for 4999 ms, less than the 5000 ms timeout: emit nothing "
+        "yet.",
+        show=_said,
     )
     rows = fleet.at(7_000)
-    assert rows == [("m1", UNHEALTHY, HEALTHY, 7_000)], (
-        f"At 7000 ms m1 has been silent for 5000 ms: emit m1: Healthy -> Unhealthy at 7000 ms, "
-        f"and nothing for m2, seen at 4000 ms. the processor emitted {_said(rows)}."
+    expect_equal(
+        rows,
+        [("m1", UNHEALTHY, HEALTHY, 7_000)],
+        "At 7000 ms m1 has been silent for 5000 ms: emit m1's Healthy -> Unhealthy, and "
+        "nothing for m2, seen at 4000 ms.",
+        show=_said,
     )
     rows = fleet.at(8_999)
-    assert rows == [], (
-        f"At 8999 ms m2 has been silent for 4999 ms and m1 is already Unhealthy: emit nothing. "
-        f"the processor emitted {_said(rows)}."
+    expect_equal(
+        rows,
+        [],
+        "At 8999 ms m2 has been silent for 4999 ms and m1 is already Unhealthy: emit nothing.",
+        show=_said,
     )
     rows = fleet.at(9_000)
-    assert rows == [("m2", UNHEALTHY, HEALTHY, 9_000)], (
-        f"At 9000 ms m2 has been silent for 5000 ms: emit m2: Healthy -> Unhealthy at 9000 ms. "
-        f"the processor emitted {_said(rows)}. After a timer fires, register the "
-        f"next one at the earliest deadline of the machines left."
+    expect_equal(
+        rows,
+        [("m2", UNHEALTHY, HEALTHY, 9_000)],
+        "At 9000 ms m2 has been silent for 5000 ms: emit m2's Healthy -> Unhealthy. After a "
+        "timer fires, register the next one at the earliest deadline of the machines left.",
+        show=_said,
     )
     later = []
     for t in range(10_000, 40_000, 1_000):
         later += fleet.at(t)
-    assert later == [], (
-        f"An Unhealthy machine that stays silent is reported once; from 10 s to 40 s "
-        f"the processor emitted {_said(later)}."
+    expect_equal(
+        later,
+        [],
+        "An Unhealthy machine that stays silent is reported once: emit nothing from 10 s to 40 s.",
+        show=_said,
     )
 
 
@@ -680,10 +740,12 @@ def test_bucketed_unhealthy_is_stamped_when_the_timer_fires(nb):
     fleet.beat("m1")
     rows = fleet.at(9_500)
     expected = [("m1", UNHEALTHY, HEALTHY, 9_500), ("m2", UNHEALTHY, INITIALIZING, 9_500)]
-    assert rows == expected, (
-        f"No micro-batch ran between 2000 and 9500 ms: at 9500 ms both machines are overdue and "
-        f"turn Unhealthy, stamped with the time the timer fired, as lab 04's processor does: "
-        f"{_said(expected)}. the processor emitted {_said(rows)}."
+    expect_equal(
+        rows,
+        expected,
+        "No micro-batch ran between 2000 and 9500 ms: at 9500 ms both machines are overdue and "
+        "turn Unhealthy, stamped with the time the timer fired, as lab 04's processor does.",
+        show=_said,
     )
 
 
@@ -703,17 +765,22 @@ def test_bucketed_recovery_arms_an_earlier_timer(nb):
     fleet.at(10_000)
     rows = fleet.beat("m2")
     expected = [("m2", HEALTHY, UNHEALTHY, 10_000)]
-    assert rows == expected, (
-        f"An Unhealthy machine that sends a heartbeat recovers: {_said(expected)}. "
-        f"the processor emitted {_said(rows)}."
+    expect_equal(
+        rows,
+        expected,
+        "An Unhealthy machine that sends a heartbeat recovers.",
+        show=_said,
     )
     early = fleet.at(14_999)
     rows = fleet.at(15_000)
-    assert early + rows == [("m2", UNHEALTHY, HEALTHY, 15_000)], (
-        f"m2 recovered at 10000 ms in a bucket whose machines were all Unhealthy, then went "
-        f"silent: it should turn Unhealthy again at 15000 ms; the processor emitted "
-        f"{_said(early + rows)}. The bucket's only timer was a retirement an hour away: when a "
-        f"machine's new deadline is earlier than the armed timer, register one at that deadline."
+    expect_equal(
+        early + rows,
+        [("m2", UNHEALTHY, HEALTHY, 15_000)],
+        "m2 recovered at 10000 ms in a bucket whose machines were all Unhealthy, then went "
+        "silent: it should turn Unhealthy again at 15000 ms (what the timers emitted up to "
+        "then). The bucket's only timer was a retirement an hour away: when a machine's new "
+        "deadline is earlier than the armed timer, register one at that deadline.",
+        show=_said,
     )
 
 
@@ -722,15 +789,20 @@ def test_bucketed_newcomer_in_a_quiet_bucket_times_out(nb):
     fleet = _all_unhealthy(yours_inputs(nb))
     fleet.at(10_000)
     rows = fleet.beat("m3")
-    assert rows == [("m3", INITIALIZING, None, 10_000)], (
-        f"A new machine in a bucket that already holds others is Initializing: "
-        f"m3: None -> Initializing at 10000 ms. the processor emitted {_said(rows)}."
+    expect_equal(
+        rows,
+        [("m3", INITIALIZING, None, 10_000)],
+        "A new machine in a bucket that already holds others is Initializing.",
+        show=_said,
     )
     rows = fleet.at(15_000)
-    assert rows == [("m3", UNHEALTHY, INITIALIZING, 15_000)], (
-        f"m3 joined a bucket whose machines were all Unhealthy and never beat again: it should "
-        f"turn Unhealthy at 15000 ms; the processor emitted {_said(rows)}. Register "
-        f"a timer when a new machine's deadline is earlier than the bucket's armed timer."
+    expect_equal(
+        rows,
+        [("m3", UNHEALTHY, INITIALIZING, 15_000)],
+        "m3 joined a bucket whose machines were all Unhealthy and never beat again: it should "
+        "turn Unhealthy at 15000 ms. Register a timer when a new machine's deadline is earlier "
+        "than the bucket's armed timer.",
+        show=_said,
     )
 
 
@@ -746,32 +818,49 @@ def test_bucketed_retirement_is_silent_and_clears_the_bucket(nb):
     fleet.at(7_000)  # m1 Unhealthy
     fleet.at(10_000)  # m2 Unhealthy
     rows = fleet.at(31_999)
-    assert {"m1", "m2"} <= fleet.machines(), (
-        f"At 31999 ms m1 has been silent for 29999 ms, less than retire_after_ms (30000): both "
-        f"machines should still be in the bucket's state; it holds {sorted(fleet.machines())}."
+    held = fleet.machines()
+    expect_that(
+        {"m1", "m2"} <= held,
+        "At 31999 ms m1 has been silent for 29999 ms, less than retire_after_ms (30000): both "
+        "machines should still be in the bucket's state.",
+        expected="m1 and m2",
+        actual=sorted(held),
     )
     rows += fleet.at(32_000)
-    assert "m1" not in fleet.machines() and "m2" in fleet.machines(), (
-        f"At 32000 ms, 30000 ms after its last heartbeat, m1 should be gone from the bucket and "
-        f"m2 (last seen at 5000 ms) still in it; the bucket holds {sorted(fleet.machines())}."
+    held = fleet.machines()
+    expect_that(
+        "m1" not in held and "m2" in held,
+        "At 32000 ms, 30000 ms after its last heartbeat, m1 should be gone from the bucket and "
+        "m2 (last seen at 5000 ms) still in it.",
+        expected="m2, without m1",
+        actual=sorted(held),
     )
     rows += fleet.at(34_999)
-    assert "m2" in fleet.machines(), (
-        f"At 34999 ms m2 has been silent for 29999 ms: it should still be in the bucket; the "
-        f"bucket holds {sorted(fleet.machines())}."
+    held = fleet.machines()
+    expect_that(
+        "m2" in held,
+        "At 34999 ms m2 has been silent for 29999 ms: it should still be in the bucket.",
+        expected="m2 in the bucket",
+        actual=sorted(held),
     )
     rows += fleet.at(35_000)
-    assert rows == [], (
-        f"Retiring a machine is silent: no output row. the processor emitted "
-        f"{_said(rows)} while retiring m1 and m2."
+    expect_equal(
+        rows,
+        [],
+        "Retiring a machine is silent: no output row while retiring m1 and m2.",
+        show=_said,
     )
-    assert not fleet.has_state(), (
-        f"At 35000 ms the bucket's last machine retired: clear() the bucket's state. It still "
-        f"holds {sorted(fleet.machines()) or 'a value'}."
-    )
-    assert fleet.timers() == [], (
-        f"A bucket whose machines all retired should leave no timer behind; it still has timers "
-        f"at {fleet.timers()} ms. Register a timer only for the machines that are left."
+    if fleet.has_state():
+        raise CheckFailed(
+            "At 35000 ms the bucket's last machine retired: clear() the bucket's state.",
+            expected="no state for the bucket",
+            actual=f"a bucket that still holds {sorted(fleet.machines()) or 'a value'}",
+        )
+    expect_equal(
+        fleet.timers(),
+        [],
+        "A bucket whose machines all retired should leave no timer behind (its pending timers, "
+        "in ms). Register a timer only for the machines that are left.",
     )
 
 
@@ -782,9 +871,11 @@ def test_bucketed_retired_machine_starts_over(nb):
     fleet.at(40_000)
     rows = fleet.beat("m1")
     expected = [("m1", INITIALIZING, None, 40_000)]
-    assert rows == expected, (
-        f"A retired machine that comes back is new again: {_said(expected)}. "
-        f"the processor emitted {_said(rows)}."
+    expect_equal(
+        rows,
+        expected,
+        "A retired machine that comes back is new again.",
+        show=_said,
     )
 
 
@@ -795,17 +886,23 @@ def test_bucketed_retirement_counts_from_the_last_heartbeat(nb):
     fleet.beat("m1")  # recovery
     fleet.at(25_000)  # Unhealthy again
     fleet.at(32_000)  # m2 retires; m1 must not
-    assert "m1" in fleet.machines() and "m2" not in fleet.machines(), (
-        f"m1 recovered at 20000 ms and went silent again, so it retires 30000 ms after that "
-        f"heartbeat, at 50000 ms; m2, silent since 2000 ms, retires at 32000 ms. At 32000 ms the "
-        f"bucket should hold m1 only; it holds {sorted(fleet.machines())}."
+    held = fleet.machines()
+    expect_that(
+        "m1" in held and "m2" not in held,
+        "m1 recovered at 20000 ms and went silent again, so it retires 30000 ms after that "
+        "heartbeat, at 50000 ms; m2, silent since 2000 ms, retires at 32000 ms. At 32000 ms the "
+        "bucket should hold m1 only.",
+        expected="m1, without m2",
+        actual=sorted(held),
     )
     rows = fleet.at(50_000)
-    assert rows == [] and not fleet.has_state(), (
-        f"At 50000 ms m1 should be retired without output and the bucket cleared; "
-        f"the processor emitted {_said(rows)} and the bucket "
-        f"{'still holds ' + str(sorted(fleet.machines())) if fleet.has_state() else 'is empty'}."
-    )
+    if not (rows == [] and not fleet.has_state()):
+        raise CheckFailed(
+            "At 50000 ms m1 should be retired without output and the bucket cleared.",
+            expected="no row, and an empty bucket",
+            actual=f"{_said(rows)}, and the bucket "
+            f"{'still holds ' + str(sorted(fleet.machines())) if fleet.has_state() else 'is empty'}",
+        )
 
 
 # --- 6.5 and 6.6 · the same story as lab 04's processor -------------------------------
@@ -899,11 +996,14 @@ def test_bucketed_steady_batch_costs_two_state_calls(nb):
         meter.take()
         fleet.beat("m3", "m1", "m4", "m2", "m1")
         calls = meter.take()
-        assert sum(calls.values()) == 2 and calls["get"] == 1 and calls["update"] == 1, (
+        expect_that(
+            sum(calls.values()) == 2 and calls["get"] == 1 and calls["update"] == 1,
             f"A batch of a bucket whose four machines are all Healthy and beating should cost "
             f"exactly 2 state calls, one get and one update, however many machines the bucket "
-            f"holds; the processor made {sum(calls.values())} at {t} ms: "
-            f"{Meter.listing(calls)}. The armed timer is already earlier than now + timeout_ms: leave it."
+            f"holds (the batch at {t} ms). The armed timer is already earlier than now + "
+            f"timeout_ms: leave it.",
+            expected="get x1, update x1",
+            actual=f"{Meter.listing(calls)} ({sum(calls.values())} calls)",
         )
 
 
@@ -1008,17 +1108,22 @@ def test_bucketed_one_timer_per_bucket(nb):
         meter.take()
         fleet.at(t)
         calls = meter.take()
-        assert sum(calls.values()) <= 3, (
+        expect_that(
+            sum(calls.values()) <= 3,
             f"A bucket's timer firing should cost at most 3 state calls (get, one registerTimer "
-            f"at the earliest next deadline, update); at {t} ms the processor made "
-            f"{sum(calls.values())}: {Meter.listing(calls)}."
+            f"at the earliest next deadline, update); here, at {t} ms.",
+            expected="at most 3 calls",
+            actual=f"{Meter.listing(calls)} ({sum(calls.values())} calls)",
         )
         fleet.beat(*FOUR)
         timers = fleet.timers()
-        assert len(timers) == 1, (
-            f"A bucket of live machines needs exactly one pending timer, whatever its size; at "
-            f"{t} ms the bucket has {len(timers)}: {timers}. Register one when a batch's deadline "
-            f"is earlier than the armed timer, and one when the armed timer fires."
+        expect_that(
+            len(timers) == 1,
+            f"A bucket of live machines needs exactly one pending timer, whatever its size (the "
+            f"bucket's timers, in ms, at {t} ms). Register one when a batch's deadline is earlier "
+            f"than the armed timer, and one when the armed timer fires.",
+            expected="one timer",
+            actual=timers,
         )
 
 
@@ -1104,15 +1209,19 @@ def _run(
         .agg(F.count("*").alias("heartbeats"))
     )
     writer = _noop_writer(counts, name, checkpoint)
-    assert spark.conf.get("spark.sql.streaming.stateStore.providerClass") == ROCKSDB, (
-        "The session should use the RocksDB provider (a course bug if it does not)."
+    expect_equal(
+        spark.conf.get("spark.sql.streaming.stateStore.providerClass"),
+        ROCKSDB,
+        "The session should use the RocksDB provider (a course bug if it does not).",
     )
     with _settings(spark, settings or {}):
         query = writer.start()
     try:
         finish(query, within=240, what="the check's query to read its input")
     except Exception as error:
-        raise AssertionError(f"{what} failed: {_cause(error)}") from None
+        raise CheckFailed(
+            f"{what} failed.", expected="the query to read its input and stop", actual=_cause(error)
+        ) from None
     return query
 
 
@@ -1180,10 +1289,12 @@ def test_registered_listener_hears_every_batch(nb, spark, tmp_path, checkpoint_d
         if isinstance(r, dict) and r.get("query") == "lab06_live"
     ]
     expected = [(p.batchId, p.stateOperators[0].numRowsTotal) for p in query.recentProgress]
-    assert got == expected, (
-        f"Registered with spark.streams.addListener, the listener should hear every batch of the "
-        f"query: (batch_id, rows_total) {expected}; it recorded {got}. An exception in "
-        f"onQueryProgress is logged by Spark, not raised: the checks above show it."
+    expect_equal(
+        got,
+        expected,
+        "Registered with spark.streams.addListener, the listener should hear every batch of the "
+        "query: (batch_id, rows_total) of each. An exception in onQueryProgress is logged by "
+        "Spark, not raised: the checks above show it.",
     )
 
 
@@ -1253,6 +1364,8 @@ def test_the_session_is_restored_when_the_block_raises(nb, spark):
         raise CheckFailed(
             "An exception raised inside the block should reach the caller; session_settings "
             "swallowed it.",
+            expected="the KeyError raised inside the block",
+            actual="no exception",
             hint="Put the restoring code in a finally: clause and do not catch the error.",
         )
     expect_equal(
@@ -1284,7 +1397,12 @@ def test_a_query_after_the_block_commits_changelogs(nb, spark, tmp_path):
         "commit in the session's own mode, changelog checkpointing: only .changelog files in "
         "its state folders.",
     )
-    assert query.lastProgress.stateOperators[0].numRowsTotal == 3
+    expect_equal(
+        query.lastProgress.stateOperators[0].numRowsTotal,
+        3,
+        "The query started after the block should hold the three machines of its input in its "
+        "state (rows in the state store).",
+    )
 
 
 # --- 6.3 · predict what the commits leave --------------------------------------------------
@@ -1308,7 +1426,9 @@ def test_the_predicted_files_are_what_spark_writes(nb, spark, tmp_path):
     )
     incoming, checkpoint = tmp_path / "incoming", tmp_path / "checkpoint"
     partition_of_3 = spark.range(1).selectExpr("pmod(hash('machine-3'), 2) AS p").first()["p"]
-    assert partition_of_3 == 1, "machine-3's key should be in partition 1 (a course bug if not)."
+    expect_equal(
+        partition_of_3, 1, "machine-3's key should be in partition 1 (a course bug if not)."
+    )
     files = (("a", range(1, 7)), ("b", (1, 4)), ("c", (3,)), ("d", (3,)))
     for order, (name, machines) in enumerate(files[:2]):
         _heartbeats(incoming, name, [f"machine-{m}" for m in machines], order)
@@ -1345,18 +1465,26 @@ def _bucketed_changes(nb, spark, folder: Path):
     df = nb.bucketed_status_changes(
         heartbeats, _solution().BucketedHeartbeatProcessor(timeout_ms=1), buckets=2
     )
-    assert isinstance(df, DataFrame), (
-        f"bucketed_status_changes() should return the DataFrame that transformWithState gives; "
-        f"it returned {type(df).__name__}. Return it without calling writeStream or start()."
+    expect_that(
+        isinstance(df, DataFrame),
+        "bucketed_status_changes() should return the DataFrame that transformWithState gives. "
+        "Return it without calling writeStream or start().",
+        expected="a DataFrame",
+        actual=type(df).__name__,
     )
-    assert df.isStreaming, (
-        "bucketed_status_changes() returned a batch DataFrame; it should be streaming."
+    expect_that(
+        df.isStreaming,
+        "bucketed_status_changes() returned a batch DataFrame; it should be streaming.",
+        expected="a streaming DataFrame (isStreaming True)",
+        actual="a batch DataFrame (isStreaming False)",
     )
     got = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
     expected = [(f.name, f.dataType.simpleString()) for f in nb.STATUS_SCHEMA.fields]
-    assert got == expected, (
-        f"The query's rows should be lab 04's, STATUS_SCHEMA: {expected}; they are {got}. Pass "
-        f"STATUS_SCHEMA as outputStructType: the bucket stays inside the query."
+    expect_equal(
+        got,
+        expected,
+        "The query's rows should be lab 04's, STATUS_SCHEMA: (name, type) of each column. Pass "
+        "STATUS_SCHEMA as outputStructType: the bucket stays inside the query.",
     )
     return df
 
@@ -1378,9 +1506,11 @@ def _bucketed_run(nb, spark, incoming: Path, output: Path, checkpoint) -> tuple[
             query, within=240, what="the check's query over your bucketed changes to read its input"
         )
     except Exception as error:
-        raise AssertionError(
-            f"The query failed: {_cause(error)}. Check the arguments of transformWithState: "
-            f'STATUS_SCHEMA, "Append" and "ProcessingTime".'
+        raise CheckFailed(
+            "The query failed. Check the arguments of transformWithState: "
+            'STATUS_SCHEMA, "Append" and "ProcessingTime".',
+            expected="the query to read its input and stop",
+            actual=_cause(error),
         ) from None
     rows = [
         (r.machine_name, r.status, r.previous_status, r.last_status_change_time)
@@ -1398,19 +1528,27 @@ def test_bucketed_query_runs_on_rocksdb(nb, spark, tmp_path, checkpoint_dir):
     first, query = _bucketed_run(nb, spark, incoming, output, checkpoint_dir)
     got = sorted(r[:3] for r in first)
     expected = [(m, INITIALIZING, None) for m in machines]
-    assert got == expected, (
-        f"The first run (six machines, m1 three times, m2 twice, in 2 buckets) should emit one "
-        f"Initializing row per machine, named after the machine, as lab 04's query does: "
-        f"{expected}; the query wrote {got}."
+    expect_equal(
+        got,
+        expected,
+        "The first run (six machines, m1 three times, m2 twice, in 2 buckets) should emit one "
+        "Initializing row per machine, named after the machine, as lab 04's query does.",
     )
-    assert all(isinstance(r[3], datetime) for r in first), (
-        "last_status_change_time should be a timestamp in every row."
+    untimed = [r for r in first if not isinstance(r[3], datetime)]
+    expect_that(
+        not untimed,
+        "last_status_change_time should be a timestamp in every row.",
+        expected="a datetime in every row",
+        actual=untimed,
     )
     keys = query.lastProgress.stateOperators[0].numRowsTotal
-    assert keys <= 2, (
-        f"Six machines in 2 buckets should leave at most 2 values in the state store, one per "
-        f"bucket; it holds {keys}. Group by the bucket column, "
-        f'F.pmod(F.hash("machine_name"), F.lit(buckets)), not by machine_name.'
+    expect_that(
+        keys <= 2,
+        "Six machines in 2 buckets should leave at most 2 values in the state store, one per "
+        "bucket. Group by the bucket column, "
+        'F.pmod(F.hash("machine_name"), F.lit(buckets)), not by machine_name.',
+        expected="at most 2",
+        actual=keys,
     )
 
     _heartbeats(incoming, "b", ["m1", "m1"])
@@ -1419,19 +1557,22 @@ def test_bucketed_query_runs_on_rocksdb(nb, spark, tmp_path, checkpoint_dir):
     expected = [("m1", HEALTHY, INITIALIZING)] + [
         (m, UNHEALTHY, INITIALIZING) for m in machines[1:]
     ]
-    assert got == expected, (
-        f"The second run on the same checkpoint, with a timeout of 1 ms and only m1 beating, "
-        f"should add m1's Initializing -> Healthy and an Unhealthy row for each of the five "
-        f"others: {expected}; it added {got}. The state and the timers must survive between runs."
+    expect_equal(
+        got,
+        expected,
+        "The second run on the same checkpoint, with a timeout of 1 ms and only m1 beating, "
+        "should add m1's Initializing -> Healthy and an Unhealthy row for each of the five "
+        "others. The state and the timers must survive between runs.",
     )
 
     _heartbeats(incoming, "c", ["m2"])
     third, _ = _bucketed_run(nb, spark, incoming, output, checkpoint_dir)
     got = sorted(r[:3] for r in set(third) - set(second))
     expected = [("m1", UNHEALTHY, HEALTHY), ("m2", HEALTHY, UNHEALTHY)]
-    assert got == expected, (
-        f"The third run, only m2 beating, should add m2's recovery and m1's timeout: "
-        f"{expected}; it added {got}."
+    expect_equal(
+        got,
+        expected,
+        "The third run, only m2 beating, should add m2's recovery and m1's timeout.",
     )
 
 
@@ -1556,7 +1697,9 @@ def _ui_state(nb, execution: dict, what: str) -> dict:
     state = nb.ui_state(json.loads(json.dumps(execution)))
     if not isinstance(state, dict):
         raise CheckFailed(
-            f"ui_state() of {what} should return a dict; it returned {type(state).__name__}."
+            f"ui_state() of {what} should return a dict.",
+            expected="a dict",
+            actual=type(state).__name__,
         )
     return state
 
@@ -1686,20 +1829,23 @@ def _growing(nb, rows, batches, what):
     alerts = nb.growing_state([dict(r) for r in rows], batches)
     if not isinstance(alerts, list):
         raise CheckFailed(
-            f"growing_state() should return a list of Alerts; on {what} it returned "
-            f"{type(alerts).__name__}."
+            f"growing_state() should return a list of Alerts; here on {what}.",
+            expected="a list of Alerts",
+            actual=type(alerts).__name__,
         )
     got = []
     for alert in alerts:
         if not hasattr(alert, "rule") or not hasattr(alert, "message"):
             raise CheckFailed(
-                f"growing_state() should return Alerts (streamlab.alerts.Alert); on {what} "
-                f"the list held {alert!r}."
+                f"growing_state() should return Alerts (streamlab.alerts.Alert); here on {what}.",
+                expected="an Alert in each item of the list",
+                actual=f"{type(alert).__name__}: {alert!r}",
             )
         if not isinstance(alert.message, str) or not alert.message.strip():
             raise CheckFailed(
-                f"Each alert needs a message for the person on call; on {what} one had "
-                f"{alert.message!r}."
+                f"Each alert needs a message for the person on call; here on {what}.",
+                expected="a message: a str that is not blank",
+                actual=repr(alert.message),
             )
         got.append((alert.rule, alert.query, alert.batch_id, alert.value, alert.limit, alert.at))
     return got
@@ -1864,7 +2010,7 @@ def test_growing_state_provoked_on_a_real_query(nb, spark, tmp_path, checkpoint_
             "the rows a StateMetricsListener collects from a query whose dropDuplicates keeps "
             "every (machine, time) pair while its count stays at four machines",
         )
-    assert expected == [], "A course bug: five batches cannot rise five times."
+    expect_equal(expected, [], "A course bug: five batches cannot rise five times.")
 
 
 # --- 6.11 · predict the alerts -------------------------------------------------------------

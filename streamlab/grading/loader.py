@@ -422,10 +422,11 @@ def _stop_leftover_queries() -> str:
         return ""
     from pyspark.sql import SparkSession
 
-    session = SparkSession._instantiatedSession
-    if session is None:
-        return ""
     try:
+        # The public way, which also finds a Spark Connect session.
+        session = SparkSession.getActiveSession()
+        if session is None:
+            return ""
         active = list(session.streams.active)
     except Exception:  # a session whose JVM is gone has no queries to stop
         return ""
