@@ -147,20 +147,28 @@ def status_tuples(rows, who: str, method: str) -> list[tuple]:
     """
     summary = []
     for row in rows:
-        assert isinstance(row, Row), (
-            f"{who}.{method} should emit Row objects (use status_row(...)); it emitted a "
-            f"{type(row).__name__}: {row!r}."
-        )
+        if not isinstance(row, Row):
+            raise CheckFailed(
+                f"{who}.{method} should emit Row objects (use status_row(...)).",
+                expected="a Row",
+                actual=f"a {type(row).__name__}: {row!r}",
+            )
         fields = list(row.asDict().keys())
-        assert fields == STATUS_FIELDS, (
-            f"{who}.{method} emitted a row with the fields {fields}; STATUS_SCHEMA has "
-            f"{STATUS_FIELDS}, in that order. Build rows with status_row(...)."
-        )
+        if fields != STATUS_FIELDS:
+            raise CheckFailed(
+                f"{who}.{method} emitted a row with other fields than STATUS_SCHEMA's, in its "
+                "order. Build rows with status_row(...).",
+                expected=STATUS_FIELDS,
+                actual=fields,
+            )
         when = epoch_ms(row.last_status_change_time)
-        assert when is not None, (
-            f"last_status_change_time should be a datetime; {who}.{method} emitted "
-            f"{row.last_status_change_time!r}. status_row(...) converts milliseconds for you."
-        )
+        if when is None:
+            raise CheckFailed(
+                f"last_status_change_time should be a datetime, in what {who}.{method} "
+                "emitted. status_row(...) converts milliseconds for you.",
+                expected="a datetime",
+                actual=repr(row.last_status_change_time),
+            )
         summary.append((row.machine_name, row.status, row.previous_status, when))
     return summary
 
@@ -174,10 +182,12 @@ class ProcessorStory:
 
     def __init__(self, processor, name: str):
         self.name = name
-        assert isinstance(processor, StatefulProcessor), (
-            f"{name} should be a StatefulProcessor subclass; {name}() is a "
-            f"{type(processor).__name__}."
-        )
+        if not isinstance(processor, StatefulProcessor):
+            raise CheckFailed(
+                f"{name} should be a StatefulProcessor subclass.",
+                expected="a StatefulProcessor",
+                actual=f"{name}() is a {type(processor).__name__}",
+            )
         from pyspark.sql.streaming.tws_tester import TwsTester
 
         self.tester = TwsTester(processor, timeMode="ProcessingTime", outputMode="Append")
@@ -185,7 +195,8 @@ class ProcessorStory:
 
     def at(self, ms: int) -> list[tuple]:
         """Move the clock to ``ms``; return what the timers that fired emitted."""
-        assert ms > self.now, "a check's clock must move forward (a course bug)"
+        if ms <= self.now:
+            raise ValueError(f"a check's clock must move forward, not from {self.now} to {ms}")
         self.now = ms
         return self._rows(lambda: self.tester.setProcessingTime(ms), "handleExpiredTimer")
 
