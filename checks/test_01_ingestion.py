@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from streamlab.deadlines import finish
 from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
-from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading import CheckFailed, exercise, expect_equal, expect_that
 from streamlab.hub import Hub as EmulatedHub
 from streamlab.hub import partition_for_key
 from streamlab.hub_explorer import explore
@@ -114,7 +114,13 @@ def run_to_table(df: DataFrame, table: str, checkpoint_dir: str, outcome: str) -
         .start()
     )
     finish(query, within=240, what="the check's query over your parsing to read its input")
-    assert query.exception() is None, f"The {outcome} stream failed: {query.exception()}"
+    error = query.exception()
+    if error is not None:
+        raise CheckFailed(
+            f"The {outcome} stream failed.",
+            expected="the stream to read its input and end",
+            actual=str(error),
+        )
 
 
 def heartbeat_rows(df: DataFrame) -> list[tuple]:
@@ -137,10 +143,12 @@ def stamp(second) -> str:
 
 def needs(nb, exercise_id: str, name: str, here: str) -> None:
     problem = nb.problem_for(exercise_id)
-    assert problem is None, (
-        f"Exercise {here} uses {name} from exercise {exercise_id}, which does not run yet: "
-        f"{problem.sentence() if problem else ''}"
-    )
+    if problem is not None:
+        raise CheckFailed(
+            f"Exercise {here} uses {name} from exercise {exercise_id}, which does not run yet.",
+            expected=f"exercise {exercise_id} to run",
+            actual=problem.sentence(),
+        )
 
 
 # --- Spark: parsing -----------------------------------------------------------------------
@@ -148,12 +156,16 @@ def needs(nb, exercise_id: str, name: str, here: str) -> None:
 
 def _parsed(nb, events):
     parsed = nb.parse_heartbeats(events)
-    assert isinstance(parsed, DataFrame), (
-        f"parse_heartbeats() should return a DataFrame; it returned {type(parsed).__name__}."
+    expect_that(
+        isinstance(parsed, DataFrame),
+        "parse_heartbeats() should return a DataFrame.",
+        expected="a DataFrame",
+        actual=type(parsed).__name__,
     )
-    assert parsed.columns == HEARTBEAT_COLUMNS, (
-        f"parse_heartbeats() should return the columns {HEARTBEAT_COLUMNS}, in that order; it "
-        f"returned {parsed.columns}."
+    expect_equal(
+        parsed.columns,
+        HEARTBEAT_COLUMNS,
+        "parse_heartbeats() should return these columns, in that order.",
     )
     return parsed
 
@@ -172,13 +184,17 @@ def test_parse_heartbeats_on_a_batch(nb, spark):
         (None, None, stamp(2), third["partition"], third["sequenceNumber"]),
     ]
     if any(r[0] == "m1" and r[2] == stamp(-30) for r in got):
-        raise AssertionError(
+        raise CheckFailed(
             "event_time should be the event's enqueuedTime (the hub's clock), not the "
-            f"machine_time from the body (m1's clock is 30 s slow); for m1 it is {stamp(-30)}."
+            f"machine_time from the body (m1's clock is 30 s slow); for m1 it is {stamp(-30)}.",
+            expected=expected,
+            actual=got,
         )
-    assert got == expected, (
-        f"Expected the heartbeats {expected} (an event whose body is not JSON gives nulls, it "
-        f"is not dropped here); got {got}."
+    expect_equal(
+        got,
+        expected,
+        "Expected these heartbeats (an event whose body is not JSON gives nulls, it is not "
+        "dropped here).",
     )
 
 
@@ -192,15 +208,19 @@ def test_parse_heartbeats_on_a_stream(nb, spark, tmp_path, checkpoint_dir):
     parsed = _parsed(nb, stream(spark, tmp_path / "hub"))
     run_to_table(parsed, "check_1_2", checkpoint_dir, "parsed")
     got = heartbeat_rows(spark.table("check_1_2"))
-    assert len(got) == 6 and all(r[0] and r[1] for r in got), (
-        f"Six heartbeats went in; expected six parsed rows with a machine_name and a "
-        f"machine_time, got {got}."
+    expect_that(
+        len(got) == 6 and all(r[0] and r[1] for r in got),
+        "Six heartbeats went in; expected six parsed rows with a machine_name and a machine_time.",
+        expected="six rows, each with a machine_name and a machine_time",
+        actual=got,
     )
     numbers = sorted((r[0], r[3], r[4]) for r in got)
     expected = sorted((e["partitionKey"], e["partition"], e["sequenceNumber"]) for e in sent)
-    assert numbers == expected, (
-        f"partition and sequence_number should be each event's partition and sequenceNumber: "
-        f"expected (machine, partition, number) {expected}; got {numbers}."
+    expect_equal(
+        numbers,
+        expected,
+        "partition and sequence_number should be each event's partition and sequenceNumber, "
+        "shown as (machine, partition, number).",
     )
 
 
@@ -242,23 +262,30 @@ BAD = [  # (body, expected reason)
 def _split(nb, events):
     needs(nb, "1.2", "parse_heartbeats", "1.3")
     result = nb.split_heartbeats(events)
-    assert isinstance(result, tuple) and len(result) == 2, (
-        f"split_heartbeats() should return a pair (heartbeats, quarantine); it returned "
-        f"{type(result).__name__}{f' of {len(result)}' if isinstance(result, (tuple, list)) else ''}."
+    expect_that(
+        isinstance(result, tuple) and len(result) == 2,
+        "split_heartbeats() should return a pair (heartbeats, quarantine).",
+        expected="a tuple of 2",
+        actual=f"{type(result).__name__}"
+        f"{f' of {len(result)}' if isinstance(result, (tuple, list)) else ''}",
     )
     heartbeats, quarantine = result
     for name, df in (("heartbeats", heartbeats), ("quarantine", quarantine)):
-        assert isinstance(df, DataFrame), (
-            f"The {name} half of split_heartbeats() should be a DataFrame; it is "
-            f"{type(df).__name__}."
+        expect_that(
+            isinstance(df, DataFrame),
+            f"The {name} half of split_heartbeats() should be a DataFrame.",
+            expected="a DataFrame",
+            actual=type(df).__name__,
         )
-    assert heartbeats.columns == HEARTBEAT_COLUMNS, (
-        f"The heartbeats should have the columns {HEARTBEAT_COLUMNS} (parse_heartbeats' "
-        f"output); they have {heartbeats.columns}."
+    expect_equal(
+        heartbeats.columns,
+        HEARTBEAT_COLUMNS,
+        "The heartbeats should have these columns (parse_heartbeats' output).",
     )
-    assert quarantine.columns == EVENT_COLUMNS + ["reason"], (
-        f"The quarantine should keep every event column and add reason: "
-        f"{EVENT_COLUMNS + ['reason']}; it has {quarantine.columns}."
+    expect_equal(
+        quarantine.columns,
+        EVENT_COLUMNS + ["reason"],
+        "The quarantine should keep every event column and add reason.",
     )
     return heartbeats, quarantine
 
@@ -275,7 +302,7 @@ def test_each_bad_event_gets_its_reason(nb, spark):
         r["sequenceNumber"]: r["reason"]
         for r in quarantine.select("sequenceNumber", "reason").collect()
     }
-    wrong = []
+    wrong = []  # (body as shown, reason expected, reason given)
     for i, (payload, reason) in enumerate(BAD):
         if got.get(i) != reason:
             shown = (
@@ -283,9 +310,13 @@ def test_each_bad_event_gets_its_reason(nb, spark):
                 if payload is None
                 else repr(payload[:45].decode() + ("..." if len(payload) > 45 else ""))
             )
-            wrong.append(f"body {shown} should be quarantined as {reason!r}, got {got.get(i)!r}")
-    assert not wrong, (
-        "; ".join(wrong[:3]) + (f" (and {len(wrong) - 3} more)" if len(wrong) > 3 else "") + "."
+            wrong.append((shown, reason, got.get(i)))
+    expect_that(
+        not wrong,
+        f"{len(wrong)} of the {len(BAD)} bad events were not quarantined with their reason "
+        "(shown as body: reason; None: not in the quarantine).",
+        expected="\n".join(f"body {shown}: {reason!r}" for shown, reason, _ in wrong),
+        actual="\n".join(f"body {shown}: {given!r}" for shown, _, given in wrong),
     )
     expect_equal(
         [r[0] for r in heartbeat_rows(heartbeats)],
@@ -302,15 +333,15 @@ def test_quarantine_keeps_the_event_as_it_came(nb, spark):
     hub.send("m7", b"oops", 3)
     _, quarantine = _split(nb, hub.batch(spark))
     rows = quarantine.collect()
-    assert len(rows) == 1, f"One bad event went in; the quarantine holds {len(rows)} rows."
+    expect_equal(len(rows), 1, "One bad event went in; the quarantine should hold one row.")
     row = rows[0]
-    assert (
+    expect_that(
         bytes(row["body"]) == b"oops"
         and row["partitionKey"] == "m7"
-        and row["properties"] == {"source": "check"}
-    ), (
-        f"The quarantined row should be the event unchanged (body, partitionKey, properties, "
-        f"...); it is {row.asDict()}."
+        and row["properties"] == {"source": "check"},
+        "The quarantined row should be the event unchanged (body, partitionKey, properties, ...).",
+        expected="body b'oops', partitionKey 'm7', properties {'source': 'check'}, ...",
+        actual=row.asDict(),
     )
 
 
@@ -327,9 +358,11 @@ def test_a_stream_with_bad_events_keeps_running(nb, spark, tmp_path):
     good = spark.table("check_1_3_good").count()
     reasons = sorted(r["reason"] for r in spark.table("check_1_3_bad").collect())
     expected = sorted(reason for _, reason in (BAD[0], BAD[3], BAD[6]))
-    assert (good, reasons) == (3, expected), (
-        f"Three good and three bad events went into the stream: expected 3 heartbeats and the "
-        f"reasons {expected}; got {good} heartbeats and {reasons}."
+    expect_equal(
+        (good, reasons),
+        (3, expected),
+        "Three good and three bad events went into the stream: expected 3 heartbeats and the "
+        "reasons of the 3 bad events, shown as (heartbeats, reasons).",
     )
 
 
@@ -338,17 +371,25 @@ def test_a_stream_with_bad_events_keeps_running(nb, spark, tmp_path):
 
 def _spread(nb, events) -> dict:
     result = nb.partitions_per_key(events)
-    assert isinstance(result, DataFrame), (
-        f"partitions_per_key() should return a DataFrame; it returned {type(result).__name__}."
+    expect_that(
+        isinstance(result, DataFrame),
+        "partitions_per_key() should return a DataFrame.",
+        expected="a DataFrame",
+        actual=type(result).__name__,
     )
-    assert sorted(result.columns) == ["partitionKey", "partitions"], (
-        f"partitions_per_key() should return the columns partitionKey and partitions; it "
-        f"returned {result.columns}."
+    expect_that(
+        sorted(result.columns) == ["partitionKey", "partitions"],
+        "partitions_per_key() should return the columns partitionKey and partitions.",
+        expected="partitionKey and partitions, in any order",
+        actual=result.columns,
     )
     rows = result.collect()
     keys = [r["partitionKey"] for r in rows]
-    assert len(keys) == len(set(keys)), (
-        f"partitions_per_key() should return one row per partitionKey; {keys} has repeats."
+    expect_that(
+        len(keys) == len(set(keys)),
+        "partitions_per_key() should return one row per partitionKey; these keys have repeats.",
+        expected="each partitionKey once",
+        actual=keys,
     )
     return {r["partitionKey"]: r["partitions"] for r in rows}
 
@@ -364,9 +405,8 @@ def test_each_key_lands_on_one_partition(nb, spark):
         m: [str(partition_for_key(m, PARTITIONS))]
         for m in ("Producer 1", "Producer 2", "Producer 3", "Producer 4")
     }
-    assert got == expected, (
-        f"Each producer's 4 events were stored on the partition its key hashes to: expected "
-        f"{expected}; got {got}."
+    expect_equal(
+        got, expected, "Each producer's 4 events were stored on the partition its key hashes to."
     )
 
 
@@ -376,9 +416,11 @@ def test_a_key_on_several_partitions_shows_them_all(nb, spark):
     for s, partition in enumerate(["3", "1", "3", "0"]):  # no key guarantee: spread around
         hub.send("rogue", body("rogue", s), s, partition=partition)
     got = _spread(nb, hub.batch(spark))
-    assert got == {"rogue": ["0", "1", "3"]}, (
-        f"Events of one key stored on partitions 3, 1, 3 and 0 should give the sorted distinct "
-        f"partitions ['0', '1', '3']; got {got}."
+    expect_equal(
+        got,
+        {"rogue": ["0", "1", "3"]},
+        "Events of one key stored on partitions 3, 1, 3 and 0 should give the sorted distinct "
+        "partitions.",
     )
 
 

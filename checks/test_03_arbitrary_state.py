@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from streamlab.deadlines import drain
-from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading import CheckFailed, exercise, expect_equal, expect_that
 
 # Spark's Python workers cannot import this file: send the reference function by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -104,34 +104,49 @@ def call(
                 if state._timeout_conf == "EventTimeTimeout"
                 else "setTimeoutDuration"
             )
-            raise AssertionError(
+            raise CheckFailed(
                 f"{name}() set the wrong kind of timeout: with "
-                f"GroupStateTimeout.{state._timeout_conf} use state.{wanted}(...)."
+                f"GroupStateTimeout.{state._timeout_conf} use state.{wanted}(...).",
+                expected=f"state.{wanted}(...)",
+                actual=f"Spark said: {str(error).splitlines()[0][:200]}",
             ) from None
         raise
     except TypeError as error:
         if "not iterable" in str(error):
-            raise AssertionError(
+            raise CheckFailed(
                 f"{name}() should yield pandas DataFrames (use `yield`, or return a list of "
-                f"them); it returned something that is not iterable: {error}."
+                "them); it returned something that is not iterable.",
+                expected="an iterator of pandas DataFrames",
+                actual=str(error),
             ) from None
         raise
-    assert outputs is not None, (
+    expect_that(
+        outputs is not None,
         f"{name}() returned None: it should yield its output DataFrames (`yield "
-        "transitions_frame(...)`) or return an iterator of them."
+        "transitions_frame(...)`) or return an iterator of them.",
+        expected="an iterator of pandas DataFrames",
+        actual="None",
     )
     frames_out = [f for f in outputs]
     wrong = [type(f).__name__ for f in frames_out if not isinstance(f, pd.DataFrame)]
-    assert not wrong, (
-        f"{name}() should yield pandas DataFrames; it yielded {', '.join(wrong)}. "
-        "transitions_frame(machine_name, changes) builds one."
+    expect_that(
+        not wrong,
+        f"{name}() should yield pandas DataFrames. transitions_frame(machine_name, changes) "
+        "builds one.",
+        expected="pandas DataFrames",
+        actual=", ".join(wrong),
     )
     rows = []
     for frame in frames_out:
         missing = {"machine_name", "status", "previous_status", "last_status_change_time"} - set(
             frame.columns
         )
-        assert not missing, f"{name}() yielded a DataFrame without the column(s) {sorted(missing)}."
+        if missing:
+            raise CheckFailed(
+                f"{name}() yielded a DataFrame without the column(s) {sorted(missing)}.",
+                expected="machine_name, status, previous_status, last_status_change_time",
+                actual=", ".join(str(c) for c in frame.columns),
+            )
         for r in frame.itertuples(index=False):
             stamp = pd.Timestamp(r.last_status_change_time)
             rows.append(

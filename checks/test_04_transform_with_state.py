@@ -739,7 +739,11 @@ def _run(spark, frame, output: Path, checkpoint: Path, what: str) -> list[Row]:
     except Exception as error:
         if "is not done yet" in str(error):
             raise
-        raise AssertionError(f"The query of {what} failed: {query_cause(error)}.") from None
+        raise CheckFailed(
+            f"The query of {what} failed.",
+            expected="the query to read its heartbeats and end",
+            actual=query_cause(error),
+        ) from None
     return spark.read.parquet(str(output)).collect()
 
 

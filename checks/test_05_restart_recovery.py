@@ -27,7 +27,7 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading import CheckFailed, exercise, expect_equal, expect_that
 from streamlab.grading.facts import spark_facts
 from streamlab.grading.heartbeat_checks import ReferenceHeartbeatProcessor, handler_must_yield
 from streamlab.grading.verdict import query_cause
@@ -399,7 +399,12 @@ class Hub:
     def send(self, machine: str, *sent_ms: int) -> None:
         """Heartbeats sent at ``sent_ms``; the hub keeps each partition in time order."""
         partition = PARTITION_OF[machine]
-        assert not self.read[partition], "a check sends before it reads (a course bug)"
+        expect_that(
+            not self.read[partition],
+            "a check sends before it reads (a course bug)",
+            expected=f"nothing read yet from partition {partition}",
+            actual=f"{self.read[partition]} heartbeat(s) read from it",
+        )
         self.log[partition] = sorted(self.log[partition] + [(sent, machine) for sent in sent_ms])
 
     def seed(self, partition: str, machines: dict, timer_ms: int | None) -> None:
@@ -413,7 +418,12 @@ class Hub:
             register_timer(self.tester, partition, timer)
 
     def batch(self, now: int, limit: int | None = None) -> list[tuple]:
-        assert now > self.now, "a check's clock must move forward (a course bug)"
+        expect_that(
+            now > self.now,
+            "a check's clock must move forward (a course bug)",
+            expected=f"a time after {self.now} ms",
+            actual=f"{now} ms",
+        )
         self.now = now
         rows_by_partition = {}
         for partition in sorted(set(self.log) | set(self.extra)):
@@ -1170,7 +1180,11 @@ def test_catch_up_on_spark_over_a_skewed_backlog(nb, spark, tmp_path):
     except Exception as error:
         if "is not done yet" in str(error):
             raise
-        raise AssertionError(f"The catch-up query failed: {query_cause(error)}") from None
+        raise CheckFailed(
+            "The catch-up query failed.",
+            expected="the catch-up query to read its backlog and end",
+            actual=query_cause(error),
+        ) from None
     rows = [
         (r.machine_name, r.previous_status, r.status, _after_start(r.last_status_change_time))
         for r in spark.read.parquet(str(output)).collect()

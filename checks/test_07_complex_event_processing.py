@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamlab.deadlines import finish
 from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
-from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading import CheckFailed, exercise, expect_equal, expect_that
 from streamlab.grading.verdict import query_cause
 
 START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -55,17 +55,18 @@ def clock(second: float) -> str:
 
 
 def returned_dataframe(result, name: str) -> DataFrame:
-    assert isinstance(result, DataFrame), (
-        f"{name}() should return a DataFrame; it returned {type(result).__name__}. Build the "
-        "query and return it, without collecting or starting it."
+    expect_that(
+        isinstance(result, DataFrame),
+        f"{name}() should return a DataFrame. Build the query and return it, without collecting "
+        "or starting it.",
+        expected="a DataFrame",
+        actual=type(result).__name__,
     )
     return result
 
 
 def has_columns(df: DataFrame, name: str, columns: list[str]) -> None:
-    assert df.columns == columns, (
-        f"{name}() should return the columns {columns}, in that order; it returned {df.columns}."
-    )
+    expect_equal(df.columns, columns, f"{name}() should return these columns, in that order.")
 
 
 def deliver(folder: Path, name: str, lines: list[dict], order: int = 0) -> None:
@@ -94,8 +95,10 @@ def _parse(text: str) -> ET.Element:
     try:
         return ET.fromstring(text.strip())
     except ET.ParseError as error:
-        raise AssertionError(
-            f"fair_scheduler_xml() returned text that is not XML ({error}): {text[:200]!r}"
+        raise CheckFailed(
+            f"fair_scheduler_xml() returned text that is not XML ({error}).",
+            expected="an <allocations> XML document",
+            actual=text[:200],
         ) from None
 
 
@@ -106,23 +109,19 @@ def test_one_pool_element_per_pool(nb):
             {"alerts": nb.Pool(weight=2, min_share=1), "windows": nb.Pool(3, 0, "FAIR")}
         )
     )
-    assert root.tag == "allocations", (
-        f"The root element should be <allocations>; it is <{root.tag}>."
-    )
+    expect_equal(root.tag, "allocations", "The root element should be <allocations>.")
     pools = root.findall("pool")
     names = [p.get("name") for p in pools]
-    assert names == ["alerts", "windows"], (
-        f"Expected one <pool name=...> per pool, in the dict's order: ['alerts', 'windows']; "
-        f"got {names}."
+    expect_equal(
+        names, ["alerts", "windows"], "Expected one <pool name=...> per pool, in the dict's order."
     )
     got = {p.get("name"): {child.tag: (child.text or "").strip() for child in p} for p in pools}
     expected = {
         "alerts": {"schedulingMode": "FIFO", "weight": "2", "minShare": "1"},
         "windows": {"schedulingMode": "FAIR", "weight": "3", "minShare": "0"},
     }
-    assert got == expected, (
-        f"Each pool holds exactly <schedulingMode>, <weight> and <minShare>; expected "
-        f"{expected}, got {got}."
+    expect_equal(
+        got, expected, "Each pool holds exactly <schedulingMode>, <weight> and <minShare>."
     )
 
 
@@ -131,17 +130,22 @@ def test_pool_names_come_out_exactly(nb):
     name = 'R&D <"night"> shift'
     root = _parse(nb.fair_scheduler_xml({name: nb.Pool()}))
     got = [p.get("name") for p in root.findall("pool")]
-    assert got == [name], (
-        f"A pool named {name!r} should come back with that exact name when the file is read; "
-        f"got {got}. Let xml.etree.ElementTree write the attribute: it escapes &, < and quotes."
+    expect_equal(
+        got,
+        [name],
+        f"A pool named {name!r} should come back with that exact name when the file is read. "
+        "Let xml.etree.ElementTree write the attribute: it escapes &, < and quotes.",
     )
 
 
 @exercise("7.1")
 def test_no_pools_is_an_empty_file(nb):
     root = _parse(nb.fair_scheduler_xml({}))
-    assert root.tag == "allocations" and len(root) == 0, (
-        "With no pools, the file is an empty <allocations/> element."
+    expect_that(
+        root.tag == "allocations" and len(root) == 0,
+        "With no pools, the file is an empty <allocations/> element.",
+        expected="<allocations />",
+        actual=ET.tostring(root, encoding="unicode")[:200],
     )
 
 
@@ -171,9 +175,10 @@ def test_bad_pools_raise_value_error(nb):
             text = nb.fair_scheduler_xml(pools)
         except ValueError:
             continue
-        raise AssertionError(
-            f"fair_scheduler_xml() should raise ValueError for a pool with {what}; it returned "
-            f"{text[:120]!r}."
+        raise CheckFailed(
+            f"fair_scheduler_xml() should raise ValueError for a pool with {what}.",
+            expected="ValueError raised",
+            actual=f"returned {text[:120] if isinstance(text, str) else text!r}",
         )
 
 
@@ -256,18 +261,33 @@ def describe(sample: tuple) -> str:
     )
 
 
+def windows_shown(value) -> str:
+    """Windows (sample tuples) one a line as :func:`describe` says them; text as it is."""
+    if isinstance(value, str):
+        return value
+    try:
+        return "\n".join(describe(sample) for sample in value) or "no window"
+    except Exception:  # a row the check cannot read (a null start): as Python writes it
+        return repr(value)
+
+
 SAMPLE_PARTS = ("events", "first", "middle", "last", "anomalies")
 
 
 def compare(got: list[tuple], expected: list[tuple], rule: str, samples_from: str = "") -> None:
-    """Fail with the first difference, said briefly: which window, which part, and ``rule``."""
+    """Fail with the first difference, said briefly: which window, which part, and ``rule``;
+    the check kit shows the windows expected against those written."""
     if got == expected:
         return
+
+    def fail(message: str) -> CheckFailed:
+        return CheckFailed(message, expected=expected, actual=got, show=windows_shown)
+
     by_key = {g[:3]: g for g in got}
     for want in expected:
         have = by_key.get(want[:3])
         if have is None:
-            raise AssertionError(f"{rule}. The window {label(want)} is missing.")
+            raise fail(f"{rule}. The window {label(want)} is missing.")
         if have == want:
             continue
         wrong = []
@@ -288,13 +308,17 @@ def compare(got: list[tuple], expected: list[tuple], rule: str, samples_from: st
             if have[4] != want[4] or have[6] != want[6]
             else ""
         )
-        raise AssertionError(
-            f"{rule}. In {label(want)}, " + "; ".join(wrong) + "." + sorting + samples_from
-        )
+        raise fail(f"{rule}. In {label(want)}, " + "; ".join(wrong) + "." + sorting + samples_from)
     extra = [g for g in got if g[:3] not in {e[:3] for e in expected}]
-    raise AssertionError(
-        f"{rule}. Unexpected window(s): " + "; ".join(describe(g) for g in extra[:2]) + "."
-    )
+    if extra:
+        raise fail(
+            f"{rule}. Unexpected window(s): " + "; ".join(describe(g) for g in extra[:2]) + "."
+        )
+    # Every window expected is there, once: one is written more than once, or out of order.
+    repeated = sorted({label(g) for g in got if sum(h[:3] == g[:3] for h in got) > 1})
+    if repeated:
+        raise fail(f"{rule}. Written more than once: {'; '.join(repeated[:2])}.")
+    raise fail(f"{rule}. The windows are right, in another order than expected.")
 
 
 def picked(nb, spark, windows) -> list[tuple]:
@@ -317,14 +341,19 @@ def test_samples_are_readings_as_the_window_holds_them(nb, spark):
     fields = {c: result.schema[c].dataType for c in ("first", "middle", "last", "anomalies")}
     for name in ("first", "middle", "last"):
         got = getattr(fields[name], "fieldNames", lambda: None)()
-        assert got == SAMPLE_FIELDS, (
+        expect_that(
+            got == SAMPLE_FIELDS,
             f"`{name}` should be one reading, a struct with the fields {SAMPLE_FIELDS} as in the "
-            f"readings array; its type is {fields[name].simpleString()}."
+            "readings array.",
+            expected=f"struct<{', '.join(SAMPLE_FIELDS)}> (as in the readings array)",
+            actual=fields[name].simpleString(),
         )
     element = getattr(fields["anomalies"], "elementType", None)
-    assert element is not None and element.fieldNames() == SAMPLE_FIELDS, (
-        f"`anomalies` should be an array of readings (structs with {SAMPLE_FIELDS}); its type "
-        f"is {fields['anomalies'].simpleString()}."
+    expect_that(
+        element is not None and getattr(element, "fieldNames", lambda: None)() == SAMPLE_FIELDS,
+        f"`anomalies` should be an array of readings (structs with {SAMPLE_FIELDS}).",
+        expected=f"array<struct<{', '.join(SAMPLE_FIELDS)}>>",
+        actual=fields["anomalies"].simpleString(),
     )
 
 
@@ -383,9 +412,11 @@ def test_anomalies_are_strictly_negative_and_in_order(nb, spark):
     ]
     got = picked(nb, spark, windows)
     none = [g for g in got if g[2] == "sensor-2"]
-    assert none and none[0][7] == [], (
-        f"A window without anomalies should have an empty `anomalies` array, not "
-        f"{none[0][7] if none else 'no row'!r}."
+    expect_that(
+        none and none[0][7] == [],
+        "A window without anomalies should have an empty `anomalies` array.",
+        expected="[] (an empty array)",
+        actual=repr(none[0][7]) if none else "no row for sensor-2",
     )
     compare(
         got,
@@ -411,10 +442,12 @@ def test_sliding_windows_on_a_batch(nb, spark):
     expected = sorted(
         [(-10, "d1", 1), (0, "d1", 3), (10, "d1", 3), (20, "d1", 1), (-10, "d2", 1), (0, "d2", 1)]
     )
-    assert got == expected, (
-        f"Windows of 20 s sliding every 10 s over d1's readings at 1, 12, 13 and 25 s and d2's at "
-        f"9 s should give (window start in seconds after 10:00:00, device, readings) "
-        f"{expected}; got {got}. Are size and slide both passed to F.window?"
+    expect_equal(
+        got,
+        expected,
+        "Windows of 20 s sliding every 10 s over d1's readings at 1, 12, 13 and 25 s and d2's at "
+        "9 s should give these (window start in seconds after 10:00:00, device, readings). Are "
+        "size and slide both passed to F.window?",
     )
 
 
@@ -439,10 +472,12 @@ def run_windows(nb, spark, folder: Path, output: Path, checkpoint_dir: str) -> l
             .start()
         )
     except AnalysisException as error:
-        raise AssertionError(
+        raise CheckFailed(
             "Spark refused to run window_samples() in append mode: set a watermark with "
             '.withWatermark("event_time", lateness) before grouping by a window on that same '
-            f"column. (Spark said: {str(error).splitlines()[0][:200]})"
+            "column.",
+            expected="a query Spark runs in append mode",
+            actual=f"Spark said: {str(error).splitlines()[0][:200]}",
         ) from None
     finish(
         query, within=240, what="the check's query over your window_samples() to read its events"
@@ -493,10 +528,14 @@ def test_windows_are_written_once_when_the_watermark_closes_them(
     deliver(folder, "run-1", [reading_line(d, s, f, n) for d, s, f, n in RUN_1], order=0)
     got = run_windows(nb, spark, folder, output, checkpoint_dir)
     closed = expected_windows(RUN_1, [("d1", -30), ("d1", 0), ("d2", -30), ("d2", 0)])
-    assert got, (
+    expect_that(
+        got,
         "After readings up to 10:01:30 the watermark is 10:01:00 (30 s of lateness), which closes "
         "the windows ending at 10:00:30 and 10:01:00, but the query wrote no window. Is the "
-        "watermark 30 seconds (the lateness argument) on event_time?"
+        "watermark 30 seconds (the lateness argument) on event_time?",
+        expected=closed,
+        actual=got,
+        show=windows_shown,
     )
     compare(
         got,
@@ -508,10 +547,14 @@ def test_windows_are_written_once_when_the_watermark_closes_them(
 
     deliver(folder, "run-2", [reading_line(d, s, f, n) for d, s, f, n in RUN_2], order=1)
     got = run_windows(nb, spark, folder, output, checkpoint_dir)
-    assert not any(r[0] == 25 for g in got for r in (g[4], g[5], g[6])), (
-        "The reading from 10:00:25 arrived when the watermark was 10:01:00: both its windows "
-        "were closed, so it must be in none. Append mode and a watermark drop it for you."
-    )
+    if any(r[0] == 25 for g in got for r in (g[4], g[5], g[6])):
+        raise CheckFailed(
+            "The reading from 10:00:25 arrived when the watermark was 10:01:00: both its windows "
+            "were closed, so it must be in none. Append mode and a watermark drop it for you.",
+            expected="no window holding the reading from 10:00:25",
+            actual=[g for g in got if any(r and r[0] == 25 for r in (g[4], g[5], g[6]))],
+            show=windows_shown,
+        )
     kept = [r for r in RUN_1 + RUN_2 if r[1] != 25]
     expected = closed + expected_windows(kept, [("d1", 30), ("d1", 60), ("d1", 90)])
     compare(
@@ -619,8 +662,10 @@ def alerts_of(nb, readings: DataFrame) -> DataFrame:
     alerts = returned_dataframe(nb.alert_events(readings), "alert_events")
     has_columns(alerts, "alert_events", ["body", "partitionKey"])
     types = {f.name: f.dataType.simpleString() for f in alerts.schema.fields}
-    assert types == {"body": "string", "partitionKey": "string"}, (
-        f"Both columns should be strings (the eventhubs sink sends `body`); they are {types}."
+    expect_equal(
+        types,
+        {"body": "string", "partitionKey": "string"},
+        "Both columns should be strings (the eventhubs sink sends `body`).",
     )
     return alerts
 
@@ -631,14 +676,15 @@ def decoded(alerts: DataFrame) -> list[tuple]:
         try:
             fields = json.loads(row.body)
         except (TypeError, ValueError):
-            raise AssertionError(f"An alert's body should be JSON; got {row.body!r}.") from None
-        assert isinstance(fields, dict) and set(fields) == {
-            "device_id",
-            "sensor_freq",
-            "event_time",
-        }, (
-            f"An alert's body should be a JSON object with exactly device_id, sensor_freq and "
-            f"event_time; got {row.body!r}."
+            raise CheckFailed(
+                "An alert's body should be JSON.", expected="a JSON object", actual=repr(row.body)
+            ) from None
+        expect_that(
+            isinstance(fields, dict) and set(fields) == {"device_id", "sensor_freq", "event_time"},
+            "An alert's body should be a JSON object with exactly device_id, sensor_freq and "
+            "event_time.",
+            expected='{"device_id": ..., "sensor_freq": ..., "event_time": ...}',
+            actual=repr(row.body),
         )
         when = datetime.fromisoformat(fields["event_time"].replace("Z", "+00:00"))
         if when.tzinfo is None:
@@ -668,9 +714,11 @@ def test_alerts_are_the_anomalies_as_json(nb, spark):
     )
     got = decoded(alerts_of(nb, readings))
     expected = [("sensor-1", -1.5, 2.5, "sensor-1"), ("sensor-3", -0.001, 5.0, "sensor-3")]
-    assert got == expected, (
-        f"Alerts should be the readings with sensor_freq < 0 (not 0.0, not -0.0), as "
-        f"(device_id, sensor_freq, seconds after 10:00:00, partitionKey) {expected}; got {got}."
+    expect_equal(
+        got,
+        expected,
+        "Alerts should be the readings with sensor_freq < 0 (not 0.0, not -0.0), as "
+        "(device_id, sensor_freq, seconds after 10:00:00, partitionKey).",
     )
 
 
@@ -718,9 +766,12 @@ def test_alerts_come_at_once_without_state(nb, spark, tmp_path, checkpoint_dir):
         "anomaly should be alerted, as (device_id, sensor_freq, seconds after 10:00:00, "
         "partitionKey).",
     )
-    assert not (Path(checkpoint_dir) / "state").exists(), (
+    expect_that(
+        not (Path(checkpoint_dir) / "state").exists(),
         "The alerts query keeps state (its checkpoint has a state/ folder): it should only "
-        "filter and select, with no aggregation, de-duplication or join."
+        "filter and select, with no aggregation, de-duplication or join.",
+        expected="a checkpoint without a state/ folder",
+        actual="a checkpoint with a state/ folder",
     )
 
 
@@ -745,9 +796,11 @@ def pool_recording_writer(spark, folder: Path, checkpoint: str, seen: list):
 
 def started(nb, spark, writer, pool: str) -> StreamingQuery:
     query = nb.start_in_pool(spark, writer, pool)
-    assert isinstance(query, StreamingQuery), (
-        f"start_in_pool() should return the StreamingQuery that writer.start() returns; it "
-        f"returned {type(query).__name__}."
+    expect_that(
+        isinstance(query, StreamingQuery),
+        "start_in_pool() should return the StreamingQuery that writer.start() returns.",
+        expected="a StreamingQuery",
+        actual=type(query).__name__,
     )
     finish(query, within=240, what="the query your start_in_pool() started to read its input")
     return query
@@ -766,10 +819,13 @@ def test_each_query_runs_in_its_pool(nb, spark, tmp_path, checkpoint_dir):
             "alerts",
         )
         after = context.getLocalProperty(POOL_PROPERTY)
-        assert after is None, (
-            f"Before start_in_pool() this thread had no pool; afterwards it has {after!r}. Put the "
+        expect_that(
+            after is None,
+            "Before start_in_pool() this thread had no pool; afterwards it has one. Put the "
             "property back as it was (setLocalProperty(..., None) removes it), or every job the "
-            "notebook runs next lands in that pool."
+            "notebook runs next lands in that pool.",
+            expected="no pool (None)",
+            actual=repr(after),
         )
         started(
             nb,
@@ -779,10 +835,13 @@ def test_each_query_runs_in_its_pool(nb, spark, tmp_path, checkpoint_dir):
         )
     finally:
         context.setLocalProperty(POOL_PROPERTY, None)
-    assert (alerts_seen, windows_seen) == (["alerts"], ["windows"]), (
-        f"The micro-batches of a query started in pool 'alerts' and of one started in pool "
-        f"'windows' ran in the pools {alerts_seen} and {windows_seen}. Set the local property "
-        "spark.scheduler.pool before calling start(): the query's thread copies it then."
+    expect_equal(
+        (alerts_seen, windows_seen),
+        (["alerts"], ["windows"]),
+        "The micro-batches of a query started in pool 'alerts' and of one started in pool "
+        "'windows' should run in those pools (shown: the pools the batches of each query ran "
+        "in). Set the local property spark.scheduler.pool before calling start(): the query's "
+        "thread copies it then.",
     )
 
 
@@ -798,10 +857,12 @@ def test_the_callers_pool_is_restored(nb, spark, tmp_path, checkpoint_dir):
         after = context.getLocalProperty(POOL_PROPERTY)
     finally:
         context.setLocalProperty(POOL_PROPERTY, None)
-    assert seen == ["alerts"], f"The query should run in pool 'alerts'; it ran in {seen}."
-    assert after == "notebook", (
-        f"The calling thread was in pool 'notebook' before start_in_pool(); afterwards it is in "
-        f"{after!r}. Remember the value before setting yours, and put it back."
+    expect_equal(seen, ["alerts"], "The query should run in pool 'alerts'.")
+    expect_equal(
+        after,
+        "notebook",
+        "The calling thread was in pool 'notebook' before start_in_pool(), and should be in it "
+        "afterwards. Remember the value before setting yours, and put it back.",
     )
 
 
@@ -819,16 +880,20 @@ def test_a_failed_start_restores_the_pool_and_raises(nb, spark, tmp_path):
         else:
             if isinstance(result, StreamingQuery):
                 result.stop()
-            raise AssertionError(
-                f"writer.start() raises for this writer, and start_in_pool() should let the error "
-                f"reach its caller; it returned {result!r} instead."
+            raise CheckFailed(
+                "writer.start() raises for this writer, and start_in_pool() should let the error "
+                "reach its caller.",
+                expected="the error writer.start() raised",
+                actual=f"returned {result!r}",
             )
         after = context.getLocalProperty(POOL_PROPERTY)
     finally:
         context.setLocalProperty(POOL_PROPERTY, None)
-    assert after == "notebook", (
-        f"When start() raises, the calling thread's pool should still be put back ('notebook'); "
-        f"it is {after!r}. Restore it in a finally: block."
+    expect_equal(
+        after,
+        "notebook",
+        "When start() raises, the calling thread's pool should still be put back. Restore it in "
+        "a finally: block.",
     )
 
 
@@ -845,9 +910,12 @@ def _crash_before_commit(checkpoint) -> None:
 
 def batch_writer(nb, table: Path, app_id: str):
     write = nb.once_per_batch(str(table), app_id)
-    assert callable(write), (
-        f"once_per_batch(path, app_id) should return the function write(batch, batch_id) for "
-        f"foreachBatch; it returned {type(write).__name__}."
+    expect_that(
+        callable(write),
+        "once_per_batch(path, app_id) should return the function write(batch, batch_id) for "
+        "foreachBatch.",
+        expected="a function",
+        actual=type(write).__name__,
     )
     return write
 
@@ -861,10 +929,15 @@ def readings_batch(spark, first: int, count: int) -> DataFrame:
 def table_readings(table: Path) -> list[int]:
     from deltalake import DeltaTable
 
-    assert DeltaTable.is_deltatable(str(table)), (
-        f"After write(batch, batch_id) there should be a Delta table at {table}; there is none. "
-        "Append the batch with write_deltalake(path, batch.toArrow(), mode='append', ...)."
-    )
+    if not DeltaTable.is_deltatable(str(table)):
+        raise CheckFailed(
+            f"After write(batch, batch_id) there should be a Delta table at {table}. Append the "
+            "batch with write_deltalake(path, batch.toArrow(), mode='append', ...).",
+            expected="a Delta table (a folder with a _delta_log)",
+            actual=f"a folder holding {sorted(p.name for p in table.iterdir())}"
+            if table.is_dir()
+            else "no folder",
+        )
     return sorted(DeltaTable(str(table)).to_pyarrow_table()["sequence_number"].to_pylist())
 
 
@@ -879,18 +952,23 @@ def test_a_batch_is_appended_with_its_transaction_id(nb, spark, tmp_path):
     table = tmp_path / "samples"
     write = batch_writer(nb, table, "sampler")
     write(readings_batch(spark, 0, 3), 0)
-    assert table_readings(table) == [0, 1, 2], (
-        f"The first batch held the readings [0, 1, 2]; the table holds {table_readings(table)}."
+    expect_equal(
+        table_readings(table),
+        [0, 1, 2],
+        "The first batch held the readings [0, 1, 2]: the table should hold them.",
     )
     write(readings_batch(spark, 3, 2), 1)
-    assert table_readings(table) == [0, 1, 2, 3, 4], (
-        f"Batches 0 and 1 held the readings 0 to 4; the table holds {table_readings(table)}. "
-        "Append each new batch to the table."
+    expect_equal(
+        table_readings(table),
+        [0, 1, 2, 3, 4],
+        "Batches 0 and 1 held the readings 0 to 4. Append each new batch to the table.",
     )
-    assert recorded(table, "sampler") == 1, (
-        f"After batch 1, the table's transaction version for the app id 'sampler' should be 1; "
-        f"it is {recorded(table, 'sampler')}. Commit each batch with "
-        "CommitProperties(app_transactions=[Transaction(app_id=..., version=batch_id)])."
+    expect_equal(
+        recorded(table, "sampler"),
+        1,
+        "After batch 1, the table's transaction version for the app id 'sampler' should be 1. "
+        "Commit each batch with "
+        "CommitProperties(app_transactions=[Transaction(app_id=..., version=batch_id)]).",
     )
 
 
@@ -902,18 +980,22 @@ def test_a_replayed_batch_is_not_written_again(nb, spark, tmp_path):
     write(first, 0)
     write(first, 0)
     got = table_readings(table)
-    assert got == [0, 1, 2], (
-        f"Batch 0 was handed to write() twice, as Spark does after a crash; the table should hold "
-        f"its readings once, [0, 1, 2], and holds {got}. Skip a batch whose id the table has "
-        "already recorded for the app id (DeltaTable(path).transaction_version(app_id))."
+    expect_equal(
+        got,
+        [0, 1, 2],
+        "Batch 0 was handed to write() twice, as Spark does after a crash; the table should hold "
+        "its readings once. Skip a batch whose id the table has already recorded for the app id "
+        "(DeltaTable(path).transaction_version(app_id)).",
     )
     write(second, 1)
     write(second, 1)
     write(first, 0)
     got = table_readings(table)
-    assert got == [0, 1, 2, 3, 4], (
-        f"After batches 0, 1, 1 again and 0 again, the table should hold the readings 0 to 4 "
-        f"once each; it holds {got}. Skip every batch at or below the recorded version."
+    expect_equal(
+        got,
+        [0, 1, 2, 3, 4],
+        "After batches 0, 1, 1 again and 0 again, the table should hold the readings 0 to 4 "
+        "once each. Skip every batch at or below the recorded version.",
     )
 
 
@@ -923,10 +1005,11 @@ def test_each_app_id_counts_its_own_batches(nb, spark, tmp_path):
     batch_writer(nb, table, "sampler")(readings_batch(spark, 0, 2), 0)
     batch_writer(nb, table, "backfill")(readings_batch(spark, 10, 1), 0)
     got = table_readings(table)
-    assert got == [0, 1, 10], (
-        f"Two writers with different app ids each wrote their batch 0; the table should hold "
-        f"both, [0, 1, 10], and holds {got}. Compare the batch id with the version recorded for "
-        "this writer's app id only."
+    expect_equal(
+        got,
+        [0, 1, 10],
+        "Two writers with different app ids each wrote their batch 0; the table should hold "
+        "both. Compare the batch id with the version recorded for this writer's app id only.",
     )
 
 
@@ -953,10 +1036,12 @@ def test_a_restarted_query_writes_its_replayed_batch_once(nb, spark, tmp_path, c
     _crash_before_commit(checkpoint_dir)  # after write() returned for batch 1
     run()
     got = table_readings(table)
-    assert got == [0, 1, 2, 3, 4], (
-        f"A query wrote batches 0 and 1, crashed before Spark recorded batch 1 as done, and "
-        f"restarted: Spark ran batch 1 again. The table should hold the readings 0 to 4 once "
-        f"each; it holds {got}."
+    expect_equal(
+        got,
+        [0, 1, 2, 3, 4],
+        "A query wrote batches 0 and 1, crashed before Spark recorded batch 1 as done, and "
+        "restarted: Spark ran batch 1 again. The table should hold the readings 0 to 4 once "
+        "each.",
     )
 
 
