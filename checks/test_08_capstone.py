@@ -26,7 +26,7 @@ import pytest
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
 from pyspark import cloudpickle
 
-from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading import CheckFailed, exercise, expect_equal, expect_that
 from streamlab.grading.verdict import query_cause
 
 # Spark's Python workers cannot import this file: send what it defines by value.
@@ -75,14 +75,18 @@ def _body(
 
 def _decode(nb, events, seen=None):
     result = nb.decode_status(events, set() if seen is None else seen)
-    assert isinstance(result, tuple) and len(result) == 2, (
-        f"decode_status() should return a pair (transitions, quarantined); it returned "
-        f"{type(result).__name__}: {result!r:.200}."
-    )
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise CheckFailed(
+            "decode_status() should return a pair (transitions, quarantined).",
+            expected="a tuple of two lists",
+            actual=f"{type(result).__name__}: {result!r:.200}",
+        )
     transitions, quarantined = result
-    assert isinstance(transitions, list) and isinstance(quarantined, list), (
-        f"decode_status() should return two lists; it returned {type(transitions).__name__} and "
-        f"{type(quarantined).__name__}."
+    expect_that(
+        isinstance(transitions, list) and isinstance(quarantined, list),
+        "decode_status() should return two lists.",
+        expected="list and list",
+        actual=f"{type(transitions).__name__} and {type(quarantined).__name__}",
     )
     return transitions, quarantined
 
@@ -95,22 +99,28 @@ def test_good_events_become_transitions_in_order(nb):
         EventData(_body("m1", HEALTHY, INITIALIZING, "2026-11-22T10:00:01.123Z")),
     ]
     transitions, quarantined = _decode(nb, events)
-    assert quarantined == [], (
-        f"Three well-formed status events should all decode; decode_status() quarantined "
-        f"{[reason for _, reason in quarantined]}."
-    )
-    assert [list(t) for t in transitions] == [FIELDS] * 3, (
-        f"Each transition should be a dict with exactly the keys {FIELDS}, in that order; "
-        f"decode_status() returned {transitions!r:.300}."
+    if quarantined != []:
+        raise CheckFailed(
+            "Three well-formed status events should all decode.",
+            expected="[] (nothing quarantined)",
+            actual=f"quarantined with the reasons {[reason for _, reason in quarantined]}",
+        )
+    expect_equal(
+        [list(t) for t in transitions],
+        [FIELDS] * 3,
+        f"Each transition should be a dict with exactly the keys {FIELDS}, in that order "
+        "(shown: each transition's keys).",
     )
     got = [(t["machine_name"], t["previous_status"], t["status"]) for t in transitions]
-    assert got == [
-        ("m1", None, INITIALIZING),
-        ("m2", None, INITIALIZING),
-        ("m1", INITIALIZING, HEALTHY),
-    ], (
-        f"The transitions should come out in the order the events came in, with null "
-        f"previous_status as None; got {got}."
+    expect_equal(
+        got,
+        [
+            ("m1", None, INITIALIZING),
+            ("m2", None, INITIALIZING),
+            ("m1", INITIALIZING, HEALTHY),
+        ],
+        "The transitions should come out in the order the events came in, with null "
+        "previous_status as None (shown: machine_name, previous_status, status).",
     )
     times = [t["last_status_change_time"] for t in transitions]
     expected = [
@@ -118,34 +128,45 @@ def test_good_events_become_transitions_in_order(nb):
         START + timedelta(milliseconds=500),
         START + timedelta(seconds=1, milliseconds=123),
     ]
-    assert (
-        all(isinstance(t, datetime) and t.tzinfo is not None for t in times) and times == expected
-    ), f"last_status_change_time should be an aware datetime: {expected}; got {times}."
+    expect_that(
+        all(isinstance(t, datetime) and t.tzinfo is not None for t in times) and times == expected,
+        "last_status_change_time should be an aware datetime.",
+        expected=expected,
+        actual=times,
+    )
 
 
 @exercise("8.3")
 def test_times_with_an_offset_come_out_in_utc(nb):
     transitions, _ = _decode(nb, [EventData(_body(at="2026-11-22T12:00:05.123+02:00"))])
-    assert len(transitions) == 1, (
-        "A time with an offset (+02:00) is ISO-8601 with a zone: decode it."
+    expect_that(
+        len(transitions) == 1,
+        "A time with an offset (+02:00) is ISO-8601 with a zone: decode it.",
+        expected="1 transition",
+        actual=f"{len(transitions)} transitions",
     )
     got = transitions[0]["last_status_change_time"]
-    assert got == START + timedelta(seconds=5, milliseconds=123) and got.utcoffset() == timedelta(
-        0
-    ), (
-        f"2026-11-22T12:00:05.123+02:00 is 10:00:05.123 UTC: expected a datetime in UTC "
-        f"(utcoffset 0); got {got!r}. Convert with .astimezone(timezone.utc)."
-    )
+    utc = START + timedelta(seconds=5, milliseconds=123)
+    if not (got == utc and got.utcoffset() == timedelta(0)):
+        raise CheckFailed(
+            "2026-11-22T12:00:05.123+02:00 is 10:00:05.123 UTC: expected a datetime in UTC "
+            "(utcoffset 0). Convert with .astimezone(timezone.utc).",
+            expected=utc,
+            actual=got,
+        )
 
 
 @exercise("8.3")
 def test_extra_fields_are_ignored(nb):
     transitions, quarantined = _decode(nb, [EventData(_body(site="Lyon", version=2))])
-    assert quarantined == [] and [list(t) for t in transitions] == [FIELDS], (
-        f"A status event with two more fields (site, version) is still a transition: keep "
-        f"the four fields and ignore the rest. decode_status() returned {transitions!r:.200} "
-        f"and quarantined {[reason for _, reason in quarantined]}."
-    )
+    if not (quarantined == [] and [list(t) for t in transitions] == [FIELDS]):
+        raise CheckFailed(
+            "A status event with two more fields (site, version) is still a transition: keep "
+            "the four fields and ignore the rest.",
+            expected=f"one transition with the keys {FIELDS}, nothing quarantined",
+            actual=f"the transitions {transitions!r:.200}, quarantined with the reasons "
+            f"{[reason for _, reason in quarantined]}",
+        )
 
 
 BAD = [
@@ -181,21 +202,27 @@ def test_a_bad_event_is_quarantined_with_its_reason(nb, body, reason, what):
     except AssertionError:
         raise
     except Exception as error:
-        raise AssertionError(
-            f"decode_status() raised {type(error).__name__}: {error} on {what}. A consumer must "
-            f"never crash on a bad event: quarantine it with a reason."
+        raise CheckFailed(
+            f"decode_status() raised an exception on {what}. A consumer must never crash on a "
+            f"bad event: quarantine it with a reason.",
+            expected=f"([], [(event, {reason!r})])",
+            actual=f"{type(error).__name__}: {error}",
         ) from None
-    assert transitions == [] and len(quarantined) == 1, (
-        f"An event with {what} should be quarantined, not decoded; decode_status() returned "
-        f"{len(transitions)} transition(s) and {len(quarantined)} quarantined."
+    expect_that(
+        transitions == [] and len(quarantined) == 1,
+        f"An event with {what} should be quarantined, not decoded.",
+        expected="0 transitions and 1 quarantined",
+        actual=f"{len(transitions)} transition(s) and {len(quarantined)} quarantined",
     )
     kept, got = quarantined[0]
-    assert kept is event, (
-        f"Quarantine the event itself, as it came (the (event, reason) pair); decode_status() "
-        f"kept {kept!r:.80} instead."
-    )
-    assert got == reason, (
-        f"An event with {what} should be quarantined as {reason!r}; the reason given was {got!r}."
+    if kept is not event:
+        raise CheckFailed(
+            "Quarantine the event itself, as it came (the (event, reason) pair).",
+            expected="the EventData object decode_status() was given",
+            actual=f"{kept!r:.80}",
+        )
+    expect_equal(
+        got, reason, f"An event with {what} should be quarantined as {reason!r}.", show=repr
     )
 
 
@@ -208,17 +235,24 @@ def test_bad_events_do_not_stop_the_good_ones(nb):
         EventData("hello"),
     )
     transitions, quarantined = _decode(nb, iter([good1, bad1, good2, bad2]))
-    assert [t["machine_name"] for t in transitions] == ["m1", "m2"], (
-        f"Between bad events, the good ones must still come through, in order: expected m1 "
-        f"and m2; got {[t['machine_name'] for t in transitions]}. (The events may come as any "
-        f"iterable, here an iterator: go through them once.)"
+    expect_equal(
+        [t["machine_name"] for t in transitions],
+        ["m1", "m2"],
+        "Between bad events, the good ones must still come through, in order. (The events may "
+        "come as any iterable, here an iterator: go through them once.)",
     )
     kept = [(event is bad, reason) for (event, reason), bad in zip(quarantined, [bad1, bad2])]
-    assert len(quarantined) == 2 and kept == [(True, "not JSON")] * 2, (
-        f"Both bad events should be quarantined, themselves and in order, with the reason "
-        f"'not JSON'; got {[reason for _, reason in quarantined]}."
+    if not (len(quarantined) == 2 and kept == [(True, "not JSON")] * 2):
+        raise CheckFailed(
+            "Both bad events should be quarantined, themselves and in order, with the reason "
+            "'not JSON'.",
+            expected="the two bad events, each with the reason 'not JSON'",
+            actual=f"{len(quarantined)} quarantined, with the reasons "
+            f"{[reason for _, reason in quarantined]}",
+        )
+    expect_equal(
+        _decode(nb, []), ([], []), "No events: decode_status([], seen) should return ([], [])."
     )
-    assert _decode(nb, []) == ([], []), "No events: decode_status([], seen) should return ([], [])."
 
 
 REPEAT_HINT = (
@@ -286,13 +320,19 @@ CS = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=monitor;Share
 
 def _settings(nb, *args, **kwargs) -> dict:
     settings = nb.monitor_settings(*args, **kwargs)
-    assert isinstance(settings, dict), (
-        f"monitor_settings() should return a dict; it returned {type(settings).__name__}."
+    expect_that(
+        isinstance(settings, dict),
+        "monitor_settings() should return a dict.",
+        expected="a dict",
+        actual=type(settings).__name__,
     )
     keys = {"source", "sink", "checkpointLocation", "trigger"}
-    assert set(settings) == keys, (
-        f"monitor_settings() should return exactly the keys {sorted(keys)}; it returned {sorted(settings)}."
-    )
+    if set(settings) != keys:
+        raise CheckFailed(
+            "monitor_settings() should return exactly these keys.",
+            expected=sorted(keys),
+            actual=sorted(settings),
+        )
     return settings
 
 
@@ -312,16 +352,16 @@ def test_the_settings_for_three_machines(nb):
         "trigger": "500 milliseconds",
     }
     for key in ("source", "sink"):
-        assert got[key] == expected[key], (
-            f"For 3 machines and the defaults, settings[{key!r}] should be {expected[key]}; it is "
-            f"{got[key]}. (Every value is a string; maxEventsPerTrigger = ceil(3 x 500 x 10 / 1000).)"
+        expect_equal(
+            got[key],
+            expected[key],
+            f"For 3 machines and the defaults, settings[{key!r}] should be this dict. (Every "
+            f"value is a string; maxEventsPerTrigger = ceil(3 x 500 x 10 / 1000).)",
         )
-    assert (got["checkpointLocation"], got["trigger"]) == (
-        expected["checkpointLocation"],
-        expected["trigger"],
-    ), (
-        f"checkpointLocation and trigger should be {expected['checkpointLocation']!r} and "
-        f"{expected['trigger']!r}; they are {got['checkpointLocation']!r} and {got['trigger']!r}."
+    expect_equal(
+        (got["checkpointLocation"], got["trigger"]),
+        (expected["checkpointLocation"], expected["trigger"]),
+        "checkpointLocation and trigger should be these two values (shown as a pair).",
     )
 
 
@@ -333,13 +373,19 @@ def test_the_settings_for_three_machines(nb):
 def test_max_events_grows_with_the_fleet(nb, fleet, trigger_ms, factor):
     got = _settings(nb, CS, fleet, "/c", trigger_ms=trigger_ms, catch_up_factor=factor)
     expected = str(math.ceil(fleet * trigger_ms * factor / 1000))
-    assert got["source"]["maxEventsPerTrigger"] == expected, (
+    expect_equal(
+        got["source"].get("maxEventsPerTrigger"),
+        expected,
         f"For {fleet} machine(s), a {trigger_ms} ms trigger and a catch-up factor of {factor}, "
-        f"maxEventsPerTrigger should be ceil({fleet} x {trigger_ms} x {factor} / 1000) = {expected} "
-        f"(a string); it is {got['source']['maxEventsPerTrigger']!r}."
+        f"maxEventsPerTrigger should be ceil({fleet} x {trigger_ms} x {factor} / 1000) "
+        f"(a string).",
+        show=repr,
     )
-    assert got["trigger"] == f"{trigger_ms} milliseconds", (
-        f"With trigger_ms={trigger_ms} the trigger should be '{trigger_ms} milliseconds'; it is {got['trigger']!r}."
+    expect_equal(
+        got["trigger"],
+        f"{trigger_ms} milliseconds",
+        f"With trigger_ms={trigger_ms} the trigger should be '{trigger_ms} milliseconds'.",
+        show=repr,
     )
 
 
@@ -347,14 +393,12 @@ def test_max_events_grows_with_the_fleet(nb, fleet, trigger_ms, factor):
 def test_the_checkpoint_root_may_be_a_uri(nb):
     root = "abfss://monitor@account.dfs.core.windows.net/checkpoints/"
     got = _settings(nb, CS, 3, root, consumer_group="monitor")
-    assert (
-        got["checkpointLocation"]
-        == "abfss://monitor@account.dfs.core.windows.net/checkpoints/heartbeat-monitor"
-    ), (
-        f"The root {root!r} should give "
-        f"'abfss://monitor@account.dfs.core.windows.net/checkpoints/heartbeat-monitor': one '/' "
-        f"between root and folder, and the URI left as it is (pathlib would turn '//' into '/'); "
-        f"got {got['checkpointLocation']!r}."
+    expect_equal(
+        got["checkpointLocation"],
+        "abfss://monitor@account.dfs.core.windows.net/checkpoints/heartbeat-monitor",
+        f"The root {root!r} should give one '/' between root and folder, and the URI left as it "
+        f"is (pathlib would turn '//' into '/').",
+        show=repr,
     )
     local = _settings(nb, CS, 3, "/srv/box/")["checkpointLocation"]
     expect_equal(
@@ -363,8 +407,11 @@ def test_the_checkpoint_root_may_be_a_uri(nb):
         "A local root with a trailing slash keeps every character of its name, and gets one '/' "
         "before the folder.",
     )
-    assert got["source"]["consumerGroup"] == "monitor", (
-        f"consumer_group='monitor' should be the source's consumerGroup; it is {got['source'].get('consumerGroup')!r}."
+    expect_equal(
+        got["source"].get("consumerGroup"),
+        "monitor",
+        "consumer_group='monitor' should be the source's consumerGroup.",
+        show=repr,
     )
 
 
@@ -390,8 +437,10 @@ def test_settings_that_cannot_work_are_refused(nb, args, kwargs, what):
         got = nb.monitor_settings(*args, **kwargs)
     except ValueError:
         return
-    raise AssertionError(
-        f"monitor_settings() with {what} should raise ValueError; it returned {got!r:.200}."
+    raise CheckFailed(
+        f"monitor_settings() with {what} should raise ValueError.",
+        expected="ValueError raised",
+        actual=f"returned {got!r:.200}",
     )
 
 
@@ -431,13 +480,17 @@ def _encoded(nb, spark) -> list:
     from pyspark.sql import DataFrame
 
     df = nb.status_events(spark.createDataFrame(ROWS, STATUS_DDL))
-    assert isinstance(df, DataFrame), (
-        f"status_events() should return a DataFrame; it returned {type(df).__name__}."
+    expect_that(
+        isinstance(df, DataFrame),
+        "status_events() should return a DataFrame.",
+        expected="a DataFrame",
+        actual=type(df).__name__,
     )
     got = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
-    assert got == [("body", "string"), ("partitionKey", "string")], (
-        f"status_events() should return the string columns body and partitionKey, in that order; "
-        f"it returned {got}."
+    expect_equal(
+        got,
+        [("body", "string"), ("partitionKey", "string")],
+        "status_events() should return the string columns body and partitionKey, in that order.",
     )
     return df.collect()
 
@@ -447,20 +500,30 @@ def _check_bodies(rows, when: str) -> None:
         try:
             body = json.loads(row.body, object_pairs_hook=list)
         except (TypeError, ValueError):
-            raise AssertionError(f"Each body should be JSON; one is {row.body!r}.") from None
+            raise CheckFailed(
+                "Each body should be JSON.", expected="a JSON object", actual=repr(row.body)
+            ) from None
         keys = [k for k, _ in body]
-        assert keys == FIELDS, (
-            f"A body should hold exactly the fields {FIELDS}, in that order, null ones included "
-            f"(to_json leaves nulls out unless ignoreNullFields is false); {when} one has {keys}: {row.body}"
+        expect_equal(
+            keys,
+            FIELDS,
+            f"A body should hold exactly these fields, in that order, null ones included "
+            f"(to_json leaves nulls out unless ignoreNullFields is false); {when} one does not: "
+            f"{row.body}",
         )
-        assert dict(body) == expected, (
+        expect_equal(
+            dict(body),
+            expected,
             f"{when[0].upper()}{when[1:]}, the transition {expected['machine_name']}: "
-            f"{expected['previous_status']} -> {expected['status']} should be encoded as "
-            f"{json.dumps(expected, ensure_ascii=False)}; it is {row.body}. Times are UTC, "
-            f"formatted with TIMESTAMP_FORMAT."
+            f"{expected['previous_status']} -> {expected['status']} should be encoded with these "
+            f"fields and values (its body: {row.body}). Times are UTC, formatted with "
+            f"TIMESTAMP_FORMAT.",
         )
-        assert row.partitionKey == expected["machine_name"], (
-            f"The partition key should be the machine's name, {expected['machine_name']!r}; it is {row.partitionKey!r}."
+        expect_equal(
+            row.partitionKey,
+            expected["machine_name"],
+            "The partition key should be the machine's name.",
+            show=repr,
         )
 
 
@@ -484,10 +547,14 @@ def test_the_body_does_not_depend_on_the_session_time_zone(nb, spark):
 def test_status_events_works_on_a_stream(nb, spark, tmp_path):
     stream = spark.readStream.schema(STATUS_DDL).json(str(tmp_path))
     df = nb.status_events(stream)
-    assert df.isStreaming and df.columns == ["body", "partitionKey"], (
-        "status_events() on a streaming DataFrame should return a streaming DataFrame with the "
-        "columns body and partitionKey: use only transformations (select), no collect()."
-    )
+    if not (df.isStreaming and df.columns == ["body", "partitionKey"]):
+        raise CheckFailed(
+            "status_events() on a streaming DataFrame should return a streaming DataFrame with "
+            "the columns body and partitionKey: use only transformations (select), no collect().",
+            expected="a streaming DataFrame with the columns ['body', 'partitionKey']",
+            actual=f"{'a streaming' if df.isStreaming else 'a batch'} "
+            f"{type(df).__name__} with the columns {df.columns}",
+        )
 
 
 # --- 8.2 · predict the status hub after a crash -----------------------------------------------
@@ -666,7 +733,11 @@ def _run_available(spark, writer) -> None:
         spark.conf.unset(NO_DATA_BATCHES)
     if not query.awaitTermination(300):
         query.stop()
-        raise AssertionError("The query had not finished its input after 300 s.")
+        raise CheckFailed(
+            "The query had not finished its input after 300 s.",
+            expected="the query done with its input (trigger availableNow)",
+            actual="still running after 300 s",
+        )
     if query.exception():
         raise query.exception()
 
@@ -684,6 +755,25 @@ def _describe(rows) -> str:
     )
 
 
+def _kind(value) -> str:
+    """What a function returned, for a check that wanted a streaming DataFrame."""
+    from pyspark.sql import DataFrame
+
+    if isinstance(value, DataFrame):
+        return "a streaming DataFrame" if value.isStreaming else "a batch DataFrame"
+    return type(value).__name__
+
+
+def _no_query_started(spark, message: str) -> None:
+    active = spark.streams.active
+    if active:
+        raise CheckFailed(
+            message,
+            expected="no active query",
+            actual=f"{len(active)} active: {[q.name for q in active]}",
+        )
+
+
 @exercise("8.4", timeout=60)
 def test_the_pipeline_is_returned_unstarted(nb, spark, tmp_path):
     from pyspark.sql import DataFrame
@@ -691,30 +781,32 @@ def test_the_pipeline_is_returned_unstarted(nb, spark, tmp_path):
     for system_properties in (True, False):
         events = _events_stream(spark, tmp_path, system_properties)
         transitions = nb.monitor_transitions(events, _processor(HOUR_MS))
-        assert isinstance(transitions, DataFrame) and transitions.isStreaming, (
-            f"monitor_transitions() should return the streaming DataFrame of transitions; it "
-            f"returned {type(transitions).__name__}."
-        )
+        if not (isinstance(transitions, DataFrame) and transitions.isStreaming):
+            raise CheckFailed(
+                "monitor_transitions() should return the streaming DataFrame of transitions.",
+                expected="a streaming DataFrame",
+                actual=_kind(transitions),
+            )
         got = [(f.name, f.dataType.simpleString()) for f in transitions.schema.fields]
-        assert got == TRANSITION_COLUMNS, (
-            f"monitor_transitions() should end with lab 05's catch_up_changes, whose rows are "
-            f"{[name for name, _ in TRANSITION_COLUMNS]}; it has {transitions.columns}."
+        expect_equal(
+            got,
+            TRANSITION_COLUMNS,
+            "monitor_transitions() should end with lab 05's catch_up_changes, whose rows have "
+            "these columns.",
         )
         df = nb.monitor_stream(events, _processor(HOUR_MS))
-        assert isinstance(df, DataFrame) and df.isStreaming, (
-            f"monitor_stream() should return the streaming DataFrame of status events; it returned "
-            f"{type(df).__name__}."
+        if not (isinstance(df, DataFrame) and df.isStreaming):
+            raise CheckFailed(
+                "monitor_stream() should return the streaming DataFrame of status events.",
+                expected="a streaming DataFrame",
+                actual=_kind(df),
+            )
+        expect_equal(
+            [(f.name, f.dataType.simpleString()) for f in df.schema.fields],
+            [("body", "string"), ("partitionKey", "string")],
+            "monitor_stream() should end with status_events: the columns body and partitionKey.",
         )
-        assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
-            ("body", "string"),
-            ("partitionKey", "string"),
-        ], (
-            f"monitor_stream() should end with status_events: the columns body and partitionKey; it "
-            f"has {df.columns}."
-        )
-    assert not spark.streams.active, (
-        "monitor_stream() should not start a query: return the DataFrame."
-    )
+    _no_query_started(spark, "monitor_stream() should not start a query: return the DataFrame.")
 
 
 @exercise("8.4", timeout=420)
@@ -756,21 +848,26 @@ def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
     except Exception as error:
         if "is not done yet" in str(error):
             raise
-        raise AssertionError(
-            f"The pipeline failed on a mix of heartbeats and broken events: {query_cause(error)}"
+        raise CheckFailed(
+            "The pipeline failed on a mix of heartbeats and broken events.",
+            expected="the query to run to the end of its input",
+            actual=query_cause(error),
         ) from None
     rows = []
     for batch_id, body, key in sent:
         try:
             fields = json.loads(body)
         except (TypeError, ValueError):
-            raise AssertionError(
-                f"Each status event's body should be JSON (status_events, 8.1); "
-                f"one is {body!r:.200}."
+            raise CheckFailed(
+                "Each status event's body should be JSON (status_events, 8.1).",
+                expected="a JSON object",
+                actual=f"{body!r:.200}",
             ) from None
-        assert key == fields.get("machine_name"), (
-            f"Each status event's partitionKey should be its machine's name; one has "
-            f"{key!r} for the body {body}."
+        expect_equal(
+            key,
+            fields.get("machine_name"),
+            f"Each status event's partitionKey should be its machine's name (the body: {body}).",
+            show=repr,
         )
         rows.append(
             (
@@ -804,16 +901,17 @@ def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
         ],
         key=_sortable,
     )
-    missing = [e for e in expected if e not in rows]
-    extra = [r for r in rows if r not in expected]
-    assert rows == expected, (
+    expect_equal(
+        rows,
+        expected,
         f"Five micro-batches of partition 0 with a 5 s timeout (m1, m2, m3 and five broken events "
         f"at 10:00:00; m1 at :01; m1 at :07; m2 at :08; m3 at :09, the partition's last event): "
-        f"the pipeline sent {len(rows)} status events where {len(expected)} were expected. "
-        f"Missing: {_describe(missing)}. Not expected: {_describe(extra)}. Only bodies with a "
-        f"non-blank machine_name are heartbeats (m3's unparsable machine_time still counts); "
-        f"event_time is the event's enqueuedTime, not its machine_time; and the last batch can "
-        f"close the deadlines only if last_enqueued_sequence_number comes from systemProperties."
+        f"the pipeline sent {len(rows)} status events where {len(expected)} were expected. Only "
+        f"bodies with a non-blank machine_name are heartbeats (m3's unparsable machine_time still "
+        f"counts); event_time is the event's enqueuedTime, not its machine_time; and the last "
+        f"batch can close the deadlines only if last_enqueued_sequence_number comes from "
+        f"systemProperties.",
+        show=_describe,
     )
 
 
@@ -846,13 +944,13 @@ def _writer(nb, spark, settings: dict, timeout_ms: int = HOUR_MS):
     from pyspark.sql.streaming import DataStreamWriter
 
     writer = nb.monitor_writer(spark, settings, _processor(timeout_ms))
-    assert isinstance(writer, DataStreamWriter), (
-        f"monitor_writer() should return the DataStreamWriter (df.writeStream... without "
-        f".start()); it returned {type(writer).__name__}."
+    expect_that(
+        isinstance(writer, DataStreamWriter),
+        "monitor_writer() should return the DataStreamWriter (df.writeStream... without .start()).",
+        expected="a DataStreamWriter",
+        actual=type(writer).__name__,
     )
-    assert not spark.streams.active, (
-        "monitor_writer() should not start the query: return the writer."
-    )
+    _no_query_started(spark, "monitor_writer() should not start the query: return the writer.")
     return writer
 
 
@@ -869,7 +967,7 @@ def test_the_writer_is_set_up_from_the_settings(nb, spark, tmp_path):
     settings = _settings_for(FAKE_CS, tmp_path / "checkpoint")
     writer = _writer(nb, spark, settings)
     sink = _writer_field(writer, "source")
-    assert sink == "eventhubs", f"The writer should write format('eventhubs'); it writes {sink!r}."
+    expect_equal(sink, "eventhubs", "The writer should write format('eventhubs').", show=repr)
     options = _writer_field(writer, "extraOptions")
     for key, value in [
         ("connectionString", FAKE_CS),
@@ -879,14 +977,19 @@ def test_the_writer_is_set_up_from_the_settings(nb, spark, tmp_path):
     ]:
         found = options.get(key)
         got = found.get() if found.isDefined() else None
-        assert got == value, (
-            f"The writer's option {key} should be {value!r} (from settings['sink'], "
-            f"settings['checkpointLocation'] and QUERY_NAME); it is {got!r}."
+        expect_equal(
+            got,
+            value,
+            f"The writer's option {key} should be set from settings['sink'], "
+            f"settings['checkpointLocation'] and QUERY_NAME.",
+            show=repr,
         )
     trigger = _writer_field(writer, "trigger").toString()
-    assert trigger == "ProcessingTimeTrigger(750)", (
-        f"With settings['trigger'] = '750 milliseconds', the writer's trigger should be "
-        f"processingTime 750 ms; it is {trigger}. Use .trigger(processingTime=settings['trigger'])."
+    expect_equal(
+        trigger,
+        "ProcessingTimeTrigger(750)",
+        "With settings['trigger'] = '750 milliseconds', the writer's trigger should be "
+        "processingTime 750 ms. Use .trigger(processingTime=settings['trigger']).",
     )
 
 
@@ -923,8 +1026,12 @@ def _status_events(connection_string: str, timeout: float = 60) -> list:
             )
             thread.start()
             done.wait(timeout)
-    assert len(received) >= count, (
-        f"Read {len(received)} of the status hub's {count} events in {timeout:.0f} s."
+    read = len(received)
+    expect_that(
+        read >= count,
+        f"Could not read every event of the status hub in {timeout:.0f} s.",
+        expected=f"{count} events (as many as its partition holds)",
+        actual=f"{read} events read",
     )
     return received
 
@@ -957,7 +1064,11 @@ def test_the_query_turns_heartbeats_into_status_events_on_the_hub(nb, spark, tmp
         except Exception as error:
             if "is not done yet" in str(error):
                 raise
-            raise AssertionError(f"The query failed: {query_cause(error)}") from None
+            raise CheckFailed(
+                "The query failed.",
+                expected="the query to run to the end of its input",
+                actual=query_cause(error),
+            ) from None
     got = [(_key(e), json.loads(e.body_as_str())) for e in events]
     summary = [
         (key, body.get("machine_name"), body.get("previous_status"), body.get("status"))
@@ -969,27 +1080,32 @@ def test_the_query_turns_heartbeats_into_status_events_on_the_hub(nb, spark, tmp
         ("m2", "m2", None, INITIALIZING),
         ("m2", "m2", INITIALIZING, UNHEALTHY),
     ]
-    assert sorted(summary[: len(first)], key=_sortable) == expected_first and len(first) == 4, (
-        f"The first run, with a 1 ms timeout, read a broken event and two heartbeats from "
-        f"'heartbeats' (startingPosition earliest, from settings['source']) to the end of the "
-        f"hub: the status hub should then hold four events, (partition key, machine, previous, "
-        f"status) = {expected_first}; it held {summary[: len(first)]}. Without the option "
-        f"systemProperties the processor cannot know it read a partition to its end."
+    held = sorted(summary[: len(first)], key=_sortable)
+    expect_that(
+        held == expected_first and len(first) == 4,
+        "The first run, with a 1 ms timeout, read a broken event and two heartbeats from "
+        "'heartbeats' (startingPosition earliest, from settings['source']) to the end of the "
+        "hub: the status hub should then hold four events, (partition key, machine, previous, "
+        "status), shown sorted. Without the option systemProperties the processor cannot know it "
+        "read a partition to its end.",
+        expected=expected_first,
+        actual=held,
     )
-    assert summary[len(first) :] == [
-        ("m1", "m1", UNHEALTHY, HEALTHY),
-        ("m1", "m1", HEALTHY, UNHEALTHY),
-    ], (
-        f"The second run, on the same checkpoint, read one more heartbeat of m1: it should add "
-        f"exactly two status events, m1: Unhealthy -> Healthy -> Unhealthy; it added "
-        f"{summary[len(first) :]}."
+    expect_equal(
+        summary[len(first) :],
+        [("m1", "m1", UNHEALTHY, HEALTHY), ("m1", "m1", HEALTHY, UNHEALTHY)],
+        "The second run, on the same checkpoint, read one more heartbeat of m1: it should add "
+        "exactly two status events, m1: Unhealthy -> Healthy -> Unhealthy.",
     )
     times = {}
     for key, body in got:
         times.setdefault(key, []).append(body.get("last_status_change_time"))
     for machine, stamps in times.items():
         beat, silent = (datetime.fromisoformat(t) for t in stamps[:2])
-        assert silent - beat == timedelta(milliseconds=1), (
-            f"{machine}'s Unhealthy event should say it changed 1 ms (the timeout) after its "
-            f"heartbeat's enqueue time, {stamps[0]}; it says {stamps[1]}."
-        )
+        if not (silent - beat == timedelta(milliseconds=1)):
+            raise CheckFailed(
+                f"{machine}'s Unhealthy event should say it changed 1 ms (the timeout) after its "
+                f"heartbeat's enqueue time, {stamps[0]}.",
+                expected=f"{stamps[0]} + 1 ms",
+                actual=stamps[1],
+            )
