@@ -42,3 +42,17 @@ def test_expect_says_what_was_wanted_and_what_came():
         expect_that(False, "plan() should return a Plan.", expected="a Plan", actual="tuple")
     assert failed.value.message == "plan() should return a Plan."
     assert (failed.value.expected, failed.value.actual) == ("a Plan", "tuple")
+
+
+def test_expect_dataframe_names_the_function_and_what_it_returned(spark):
+    from streamlab.grading import expect_dataframe
+
+    frame = spark.range(1)
+    assert expect_dataframe(frame, "windows", ["id"]) is frame
+    with pytest.raises(CheckFailed) as failed:
+        expect_dataframe([1], "windows")
+    assert failed.value.message.startswith("windows() should return a DataFrame.")
+    assert (failed.value.expected, failed.value.actual) == ("a DataFrame", "list")
+    with pytest.raises(CheckFailed) as failed:
+        expect_dataframe(frame, "windows", ["window", "n"])
+    assert failed.value.expected == "['window', 'n']"

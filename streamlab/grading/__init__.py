@@ -15,6 +15,7 @@ __all__ = [
     "CheckFailed",
     "LoadedNotebook",
     "exercise",
+    "expect_dataframe",
     "expect_equal",
     "expect_that",
     "load_notebook",
@@ -28,7 +29,7 @@ def __getattr__(name: str):
         from streamlab.grading import loader
 
         return getattr(loader, name)
-    if name in ("CheckFailed", "expect_equal", "expect_that"):
+    if name in ("CheckFailed", "expect_dataframe", "expect_equal", "expect_that"):
         from streamlab.grading import expect
 
         return getattr(expect, name)

@@ -178,3 +178,23 @@ def expect_that(
     if not condition:
         raise CheckFailed(message, expected=expected, actual=actual, hint=hint, show=show)
 
+
+def expect_dataframe(result: Any, name: str, columns: Sequence[str] | None = None) -> Any:
+    """``result`` when it is a DataFrame, with exactly ``columns`` in order when they are given;
+    else a failure that names ``name()`` and says what it returned instead."""
+    from pyspark.sql import DataFrame
+
+    expect_that(
+        isinstance(result, DataFrame),
+        f"{name}() should return a DataFrame. Build the query and return it, without "
+        "collecting or starting it.",
+        expected="a DataFrame",
+        actual=type(result).__name__,
+    )
+    if columns is not None:
+        expect_equal(
+            list(result.columns),
+            list(columns),
+            f"{name}() should return exactly these columns, in this order.",
+        )
+    return result
