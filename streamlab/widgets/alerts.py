@@ -94,4 +94,3 @@ class AlertFeed:
 def _batch(batch_id: int) -> str:
     """Which batch an alert is about; a query stalled before its first one has none."""
     return f"(batch {batch_id})" if batch_id >= 0 else "(before its first batch)"
-
