@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from streamlab.deadlines import finish
 from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
-from streamlab.grading import CheckFailed, exercise, expect_equal, expect_that
+from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
 from streamlab.hub import Hub as EmulatedHub
 from streamlab.hub import partition_for_key
 from streamlab.hub_explorer import explore
@@ -155,19 +155,7 @@ def needs(nb, exercise_id: str, name: str, here: str) -> None:
 
 
 def _parsed(nb, events):
-    parsed = nb.parse_heartbeats(events)
-    expect_that(
-        isinstance(parsed, DataFrame),
-        "parse_heartbeats() should return a DataFrame.",
-        expected="a DataFrame",
-        actual=type(parsed).__name__,
-    )
-    expect_equal(
-        parsed.columns,
-        HEARTBEAT_COLUMNS,
-        "parse_heartbeats() should return these columns, in that order.",
-    )
-    return parsed
+    return expect_dataframe(nb.parse_heartbeats(events), "parse_heartbeats", HEARTBEAT_COLUMNS)
 
 
 @exercise("1.2", timeout=120)
@@ -370,13 +358,7 @@ def test_a_stream_with_bad_events_keeps_running(nb, spark, tmp_path):
 
 
 def _spread(nb, events) -> dict:
-    result = nb.partitions_per_key(events)
-    expect_that(
-        isinstance(result, DataFrame),
-        "partitions_per_key() should return a DataFrame.",
-        expected="a DataFrame",
-        actual=type(result).__name__,
-    )
+    result = expect_dataframe(nb.partitions_per_key(events), "partitions_per_key")
     expect_that(
         sorted(result.columns) == ["partitionKey", "partitions"],
         "partitions_per_key() should return the columns partitionKey and partitions.",

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamlab.deadlines import drain, finish
-from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal
 
 SCHEMA = "machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP"
 COLUMNS = ["window_start", "window_end", "machine_name", "heartbeats"]
@@ -94,19 +94,6 @@ def show(rows) -> str:
         return text[11:] if isinstance(text, str) and len(text) > 11 else text
 
     return "\n".join(f"{m} [{clock(a)}, {clock(b)}) {n}" for a, b, m, n in rows) or "nothing"
-
-
-def returned_dataframe(result, name: str) -> DataFrame:
-    if not isinstance(result, DataFrame):
-        raise CheckFailed(
-            f"{name}() should return a DataFrame; it returned {type(result).__name__}. "
-            "Build the query and return it, without collecting or starting it."
-        )
-    return result
-
-
-def has_columns(df: DataFrame, name: str, columns=COLUMNS) -> None:
-    expect_equal(df.columns, columns, f"{name}() should return these columns, in this order.")
 
 
 def run_complete(df: DataFrame, name: str, checkpoint_dir: str) -> list[tuple]:
@@ -282,10 +269,9 @@ WINDOW_BEATS = [beat("m1", s, skew=-7) for s in (1, 2, 8, 12)] + [
 
 @exercise("2.1", timeout=120)
 def test_tumbling_counts_on_a_batch(nb, spark):
-    counts = returned_dataframe(
-        nb.tumbling_counts(batch(spark, WINDOW_BEATS), "10 seconds"), "tumbling_counts"
+    counts = expect_dataframe(
+        nb.tumbling_counts(batch(spark, WINDOW_BEATS), "10 seconds"), "tumbling_counts", COLUMNS
     )
-    has_columns(counts, "tumbling_counts")
     expected = [
         (hhmmss(0), hhmmss(10), "m1", 3),
         (hhmmss(0), hhmmss(10), "m2", 1),
@@ -312,7 +298,7 @@ def test_tumbling_counts_on_a_batch(nb, spark):
 def test_tumbling_counts_on_a_stream(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     deliver(folder, "a", WINDOW_BEATS)
-    counts = returned_dataframe(
+    counts = expect_dataframe(
         nb.tumbling_counts(stream(spark, folder), "5 seconds"), "tumbling_counts"
     )
     got = run_complete(counts, "check_2_1", checkpoint_dir)
@@ -383,10 +369,9 @@ def test_sliding_prediction_matches_spark(nb, spark):
 def test_final_counts_close_windows_and_drop_late_rows(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     deliver(folder, "0", [beat("m1", 1), beat("m1", 2), beat("m2", 3)], order=0)
-    counts = returned_dataframe(
-        nb.final_counts(stream(spark, folder), "10 seconds", "5 seconds"), "final_counts"
+    counts = expect_dataframe(
+        nb.final_counts(stream(spark, folder), "10 seconds", "5 seconds"), "final_counts", COLUMNS
     )
-    has_columns(counts, "final_counts")
     query = start_append(counts, "check_2_3", checkpoint_dir)
 
     def table():
@@ -437,7 +422,7 @@ def test_final_counts_close_windows_and_drop_late_rows(nb, spark, tmp_path, chec
 def test_final_counts_use_the_delay_argument(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     deliver(folder, "0", [beat("m1", 1), beat("m1", 14)], order=0)
-    counts = returned_dataframe(
+    counts = expect_dataframe(
         nb.final_counts(stream(spark, folder), "10 seconds", "2 seconds"), "final_counts"
     )
     query = start_append(counts, "check_2_3_delay", checkpoint_dir)
@@ -610,7 +595,7 @@ def _beats(rows) -> str:
 
 
 def _start_dedup(nb, spark, folder, delay, name, checkpoint_dir) -> StreamingQuery:
-    unique = returned_dataframe(
+    unique = expect_dataframe(
         nb.drop_replays(stream(spark, folder, maxFilesPerTrigger=1), delay), "drop_replays"
     )
     expect_equal(

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from streamlab.deadlines import drain
-from streamlab.grading import CheckFailed, exercise, expect_equal, expect_that
+from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
 
 # Spark's Python workers cannot import this file: send the reference function by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -431,11 +431,7 @@ def plan_of(df: DataFrame) -> str:
 
 
 def start(df, name: str, checkpoint_dir: str, fn_name: str, timeout: str, **trigger):
-    if not isinstance(df, DataFrame):
-        raise CheckFailed(
-            f"{fn_name}() should return a DataFrame; it returned {type(df).__name__}. Build "
-            "the query and return it without starting it."
-        )
+    expect_dataframe(df, fn_name)
     if not df.isStreaming:
         raise CheckFailed(f"{fn_name}() should return the streaming DataFrame it built.")
     plan = plan_of(df)

@@ -27,7 +27,7 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_equal, expect_that
+from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
 from streamlab.grading.facts import spark_facts
 from streamlab.grading.heartbeat_checks import ReferenceHeartbeatProcessor, handler_must_yield
 from streamlab.grading.verdict import query_cause
@@ -1056,16 +1056,6 @@ def _state_checkpoint(spark, tmp_path_factory) -> tuple[str, int, int]:
     return _STATE_CHECKPOINT["path"], *_STATE_CHECKPOINT["times"]
 
 
-def _columns(df, expected: list[str], name: str) -> None:
-    from pyspark.sql import DataFrame
-
-    if not isinstance(df, DataFrame):
-        raise CheckFailed(
-            f"{name}() should return a DataFrame.", expected="a DataFrame", actual=type(df).__name__
-        )
-    expect_equal(df.columns, expected, f"The columns of {name}().")
-
-
 @exercise("5.4", timeout=300)
 def test_state_variables(nb, spark, tmp_path_factory):
     checkpoint, _, _ = _state_checkpoint(spark, tmp_path_factory)
@@ -1085,8 +1075,11 @@ def test_state_variables(nb, spark, tmp_path_factory):
 @exercise("5.4", timeout=300)
 def test_machine_states(nb, spark, tmp_path_factory):
     checkpoint, first, second = _state_checkpoint(spark, tmp_path_factory)
-    df = nb.machine_states(spark, checkpoint)
-    _columns(df, ["machine_name", "status", "last_seen_ms"], "machine_states")
+    df = expect_dataframe(
+        nb.machine_states(spark, checkpoint),
+        "machine_states",
+        ["machine_name", "status", "last_seen_ms"],
+    )
     expect_equal(
         sorted(tuple(r) for r in df.collect()),
         [("m1", HEALTHY, second), ("m2", UNHEALTHY, first), ("m3", INITIALIZING, second)],
@@ -1098,8 +1091,9 @@ def test_machine_states(nb, spark, tmp_path_factory):
 @exercise("5.4", timeout=300)
 def test_machine_timers(nb, spark, tmp_path_factory):
     checkpoint, first, second = _state_checkpoint(spark, tmp_path_factory)
-    df = nb.machine_timers(spark, checkpoint)
-    _columns(df, ["machine_name", "expires_at_ms"], "machine_timers")
+    df = expect_dataframe(
+        nb.machine_timers(spark, checkpoint), "machine_timers", ["machine_name", "expires_at_ms"]
+    )
     expect_equal(
         sorted(tuple(r) for r in df.collect()),
         [("m1", second + 1), ("m2", first + 3_600_000), ("m3", second + 1)],
@@ -1111,8 +1105,11 @@ def test_machine_timers(nb, spark, tmp_path_factory):
 @exercise("5.4", timeout=300)
 def test_state_history(nb, spark, tmp_path_factory):
     checkpoint, _, _ = _state_checkpoint(spark, tmp_path_factory)
-    df = nb.state_history(spark, checkpoint)
-    _columns(df, ["batch_id", "change_type", "machine_name", "status"], "state_history")
+    df = expect_dataframe(
+        nb.state_history(spark, checkpoint),
+        "state_history",
+        ["batch_id", "change_type", "machine_name", "status"],
+    )
     expected = [
         (0, "update", "m1", INITIALIZING),
         (0, "update", "m2", INITIALIZING),

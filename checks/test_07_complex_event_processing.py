@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamlab.deadlines import finish
 from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
-from streamlab.grading import CheckFailed, exercise, expect_equal, expect_that
+from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
 from streamlab.grading.verdict import query_cause
 
 START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -52,21 +52,6 @@ def at(second: float) -> datetime:
 
 def clock(second: float) -> str:
     return at(second).strftime("%H:%M:%S")
-
-
-def returned_dataframe(result, name: str) -> DataFrame:
-    expect_that(
-        isinstance(result, DataFrame),
-        f"{name}() should return a DataFrame. Build the query and return it, without collecting "
-        "or starting it.",
-        expected="a DataFrame",
-        actual=type(result).__name__,
-    )
-    return result
-
-
-def has_columns(df: DataFrame, name: str, columns: list[str]) -> None:
-    expect_equal(df.columns, columns, f"{name}() should return these columns, in that order.")
 
 
 def deliver(folder: Path, name: str, lines: list[dict], order: int = 0) -> None:
@@ -322,22 +307,23 @@ def compare(got: list[tuple], expected: list[tuple], rule: str, samples_from: st
 
 
 def picked(nb, spark, windows) -> list[tuple]:
-    result = returned_dataframe(
-        nb.pick_samples(spark.createDataFrame(window_rows(windows), WINDOWS_DDL)), "pick_samples"
+    result = expect_dataframe(
+        nb.pick_samples(spark.createDataFrame(window_rows(windows), WINDOWS_DDL)),
+        "pick_samples",
+        SAMPLE_COLUMNS,
     )
-    has_columns(result, "pick_samples", SAMPLE_COLUMNS)
     return sample_tuples(result)
 
 
 @exercise("7.2")
 def test_samples_are_readings_as_the_window_holds_them(nb, spark):
-    result = returned_dataframe(
+    result = expect_dataframe(
         nb.pick_samples(
             spark.createDataFrame(window_rows([("s", 0, [(1, 1, 50.0)])]), WINDOWS_DDL)
         ),
         "pick_samples",
+        SAMPLE_COLUMNS,
     )
-    has_columns(result, "pick_samples", SAMPLE_COLUMNS)
     fields = {c: result.schema[c].dataType for c in ("first", "middle", "last", "anomalies")}
     for name in ("first", "middle", "last"):
         got = getattr(fields[name], "fieldNames", lambda: None)()
@@ -434,10 +420,11 @@ def test_sliding_windows_on_a_batch(nb, spark):
         [("d1", 50.0, at(s), n) for n, s in enumerate((1, 12, 13, 25))] + [("d2", -1.0, at(9), 0)],
         READING_DDL,
     )
-    result = returned_dataframe(
-        nb.window_samples(readings, "20 seconds", "10 seconds", "5 seconds"), "window_samples"
+    result = expect_dataframe(
+        nb.window_samples(readings, "20 seconds", "10 seconds", "5 seconds"),
+        "window_samples",
+        SAMPLE_COLUMNS,
     )
-    has_columns(result, "window_samples", SAMPLE_COLUMNS)
     got = [(g[0], g[2], g[3]) for g in sample_tuples(result)]
     expected = sorted(
         [(-10, "d1", 1), (0, "d1", 3), (10, "d1", 3), (20, "d1", 1), (-10, "d2", 1), (0, "d2", 1)]
@@ -460,8 +447,7 @@ FROM_PICK_SAMPLES = (
 
 def run_windows(nb, spark, folder: Path, output: Path, checkpoint_dir: str) -> list[tuple]:
     stream = spark.readStream.schema(READING_DDL).json(str(folder))
-    samples = returned_dataframe(nb.window_samples(stream), "window_samples")
-    has_columns(samples, "window_samples", SAMPLE_COLUMNS)
+    samples = expect_dataframe(nb.window_samples(stream), "window_samples", SAMPLE_COLUMNS)
     try:
         query = (
             samples.writeStream.format("parquet")
@@ -659,8 +645,7 @@ def test_the_second_run_is_as_predicted(nb, spark, tmp_path, checkpoint_dir):
 
 
 def alerts_of(nb, readings: DataFrame) -> DataFrame:
-    alerts = returned_dataframe(nb.alert_events(readings), "alert_events")
-    has_columns(alerts, "alert_events", ["body", "partitionKey"])
+    alerts = expect_dataframe(nb.alert_events(readings), "alert_events", ["body", "partitionKey"])
     types = {f.name: f.dataType.simpleString() for f in alerts.schema.fields}
     expect_equal(
         types,

@@ -26,7 +26,7 @@ import pytest
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
 from pyspark import cloudpickle
 
-from streamlab.grading import CheckFailed, exercise, expect_equal, expect_that
+from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
 from streamlab.grading.verdict import query_cause
 
 # Spark's Python workers cannot import this file: send what it defines by value.
@@ -477,14 +477,8 @@ EXPECTED_BODIES = [
 
 
 def _encoded(nb, spark) -> list:
-    from pyspark.sql import DataFrame
-
-    df = nb.status_events(spark.createDataFrame(ROWS, STATUS_DDL))
-    expect_that(
-        isinstance(df, DataFrame),
-        "status_events() should return a DataFrame.",
-        expected="a DataFrame",
-        actual=type(df).__name__,
+    df = expect_dataframe(
+        nb.status_events(spark.createDataFrame(ROWS, STATUS_DDL)), "status_events"
     )
     got = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
     expect_equal(

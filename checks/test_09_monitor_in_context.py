@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamlab.deliveries import feed, read_deliveries, run_deliveries, write_deliveries
-from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal
 from streamlab.grading.verdict import query_cause
 
 # Spark's Python workers cannot import this file: send what it defines by value.
@@ -98,18 +98,6 @@ def registry_table(spark, tmp_path, rows) -> str:
     return name
 
 
-def returned_stream(result, name: str, columns: list[str]) -> DataFrame:
-    if not isinstance(result, DataFrame):
-        raise CheckFailed(
-            f"{name}() should return a DataFrame; it returned {type(result).__name__}.",
-            hint="Build the query and return it, without collecting or starting it.",
-        )
-    expect_equal(
-        result.columns, columns, f"{name}() should return exactly these columns, in this order."
-    )
-    return result
-
-
 def run(df: DataFrame, checkpoint, **options):
     """The batches of ``df`` over its deliveries; a failed query becomes a sentence."""
     try:
@@ -171,7 +159,7 @@ def test_every_transition_gets_its_site_and_owner(nb, spark):
     )
     registry = spark.createDataFrame(REGISTRY_ROWS, REGISTRY_DDL)
     columns = [c.split()[0] for c in WITH_REGISTRY] + ["noticed_time", "site", "owner"]
-    df = returned_stream(nb.with_registry(transitions, registry), "with_registry", columns)
+    df = expect_dataframe(nb.with_registry(transitions, registry), "with_registry", columns)
     got = sorted(
         (r.machine_name, r.status, r.site, r.owner)
         for r in df.select("machine_name", "status", "site", "owner").collect()
@@ -358,7 +346,7 @@ EXPECTED_ALERTS = {
 @exercise("9.3", timeout=240)
 def test_each_alert_comes_out_once_when_the_watermark_passes_it(nb, spark, tmp_path):
     write_deliveries(tmp_path / "story", MAINTENANCE_STORY)
-    df = returned_stream(
+    df = expect_dataframe(
         nb.outside_maintenance(*streams(spark, tmp_path / "story")),
         "outside_maintenance",
         ["machine_name", "last_status_change_time"],
@@ -565,7 +553,7 @@ FIX_STORY = [
 def test_the_report_finds_the_changes_inside_windows_and_forgets(nb, spark, tmp_path):
     write_deliveries(tmp_path / "story", FIX_STORY)
     columns = ["machine_name", "last_status_change_time", "maintenance_start", "maintenance_end"]
-    df = returned_stream(
+    df = expect_dataframe(
         nb.in_maintenance(*streams(spark, tmp_path / "story")), "in_maintenance", columns
     )
     batches = run(df, tmp_path / "checkpoint")
@@ -627,7 +615,7 @@ def test_sessions_close_per_machine_gap(nb, spark, tmp_path):
     heartbeats = read_deliveries(spark, tmp_path / "heartbeats", nb.HEARTBEAT_DDL)
     registry = spark.createDataFrame(SESSION_REGISTRY, REGISTRY_DDL)
     columns = ["machine_name", "session_start", "session_end", "heartbeats"]
-    df = returned_stream(nb.uptime_sessions(heartbeats, registry), "uptime_sessions", columns)
+    df = expect_dataframe(nb.uptime_sessions(heartbeats, registry), "uptime_sessions", columns)
     batches = run(df, tmp_path / "checkpoint")
     got = per_batch(batches, lambda r: tuple(r[c] for c in columns))
     expect_equal(
@@ -703,7 +691,7 @@ def test_unhealthy_per_site_after_the_processor(nb, spark, tmp_path):
         REGISTRY_DDL,
     )
     columns = ["window_start", "window_end", "site", "unhealthy"]
-    df = returned_stream(
+    df = expect_dataframe(
         nb.unhealthy_per_site(transitions, registry), "unhealthy_per_site", columns
     )
     print("Running lab 05's processor and the count (the first batch starts Python workers) ...")
