@@ -500,8 +500,11 @@ class AlertListener(StreamingQueryListener):
     def _sender(self, connection_string: str, eventhub: str) -> Callable[[list[Alert]], None]:
         from azure.eventhub import EventData, EventHubProducerClient
 
-        extra = {} if "EntityPath=" in connection_string else {"eventhub_name": eventhub}
-        self._producer = EventHubProducerClient.from_connection_string(connection_string, **extra)
+        from streamlab.eventhubs.options import client_kwargs
+
+        self._producer = EventHubProducerClient.from_connection_string(
+            **client_kwargs(connection_string, eventhub)
+        )
 
         def send(alerts: list[Alert]) -> None:
             for query in dict.fromkeys(a.query for a in alerts):

@@ -32,8 +32,10 @@ class BackgroundSender:
         from azure.eventhub import EventData, EventHubProducerClient
 
         if self._producer is None:
+            from streamlab.eventhubs.options import client_kwargs
+
             self._producer = EventHubProducerClient.from_connection_string(
-                self.connection_string, eventhub_name=self.eventhub
+                **client_kwargs(self.connection_string, self.eventhub)
             )
         batch = self._producer.create_batch(partition_key=key)
         for body in bodies:

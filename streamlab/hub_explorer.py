@@ -11,7 +11,6 @@ show it.
 from __future__ import annotations
 
 import logging
-import re
 import socket
 import threading
 from collections.abc import Iterable
@@ -21,7 +20,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from streamlab.eventhubs.options import endpoint, entity_path
+from streamlab.eventhubs.options import endpoint, entity_path, without_entity
 from streamlab.hub.broker import RECEIVERS
 from streamlab.hub.server import DEFAULT_EVENTHUBS
 
@@ -115,7 +114,7 @@ def _explore_one(
     from azure.eventhub import EventHubConsumerClient
     from azure.eventhub.exceptions import EventHubError
 
-    base = re.sub(r";\s*EntityPath=[^;]*", "", connection_string, flags=re.IGNORECASE)
+    base = without_entity(connection_string)
     client = EventHubConsumerClient.from_connection_string(
         base, consumer_group=consumer_group, eventhub_name=name, retry_total=0
     )
@@ -202,7 +201,7 @@ def _receive_one(
 
     partition, (first, last) = wanted
     client = EventHubConsumerClient.from_connection_string(
-        connection_string, consumer_group=consumer_group, eventhub_name=name
+        without_entity(connection_string), consumer_group=consumer_group, eventhub_name=name
     )
     got: dict[int, Event] = {}
     done = threading.Event()

@@ -96,22 +96,56 @@ def unavailable(options: EventHubsOptions, doing: str, error: Exception) -> Even
     )
 
 
+def _settings(connection_string: str) -> dict[str, str]:
+    """The connection string's ``key=value`` pairs, keys lower-cased, by azure-core's own
+    parser (the SDK's rules); {} for a string that is not one."""
+    from azure.core.utils import parse_connection_string
+
+    parts = ";".join(p for p in connection_string.split(";") if p.strip())
+    try:
+        return {k.strip(): v.strip() for k, v in parse_connection_string(parts).items()}
+    except ValueError:
+        return {}
+
+
 def entity_path(connection_string: str) -> str | None:
-    """The event hub a connection string names (``EntityPath=``), or None."""
-    for part in connection_string.split(";"):
-        key, _, value = part.partition("=")
-        if key.strip().lower() == "entitypath" and value.strip():
-            return value.strip()
-    return None
+    """The event hub a connection string names (``EntityPath=``, any case), or None."""
+    return _settings(connection_string).get("entitypath") or None
 
 
 def endpoint(connection_string: str) -> str:
     """The ``sb://host:port`` part, for error messages (never the key)."""
-    for part in connection_string.split(";"):
-        key, _, value = part.partition("=")
-        if key.strip().lower() == "endpoint":
-            return value.strip().rstrip("/")
-    return "(no Endpoint in the connection string)"
+    found = _settings(connection_string).get("endpoint")
+    return found.rstrip("/") if found else "(no Endpoint in the connection string)"
+
+
+def without_entity(connection_string: str) -> str:
+    """The connection string without its ``EntityPath``: the namespace, for any event hub."""
+    return ";".join(
+        part
+        for part in connection_string.split(";")
+        if part.strip() and part.partition("=")[0].strip().lower() != "entitypath"
+    )
+
+
+def client_kwargs(connection_string: str, eventhub: str | None) -> dict[str, str]:
+    """Arguments for the SDK's ``from_connection_string``, for every client the course makes.
+
+    One rule everywhere: the event hub is the string's ``EntityPath`` or ``eventhub``; when
+    both are given they must agree (the SDK alone would take ``eventhub`` and ignore the
+    string's, where Spark's options took the string's: one string and name, two event hubs).
+    """
+    named = entity_path(connection_string)
+    if named and eventhub and named != eventhub:
+        raise EventHubsOptionError(
+            f"the connection string names event hub {named!r} (EntityPath) but "
+            f"{eventhub!r} was asked for: name the event hub in one place only"
+        )
+    if not (named or eventhub):
+        raise EventHubsOptionError(
+            "name the event hub, or give a connection string with EntityPath=..."
+        )
+    return {"conn_str": connection_string, **({} if named else {"eventhub_name": eventhub})}
 
 
 @dataclass(frozen=True)
@@ -135,9 +169,7 @@ class EventHubsOptions:
     @property
     def client_kwargs(self) -> dict:
         """Arguments for ``from_connection_string``: the hub name unless the string has it."""
-        if entity_path(self.connection_string):
-            return {"conn_str": self.connection_string}
-        return {"conn_str": self.connection_string, "eventhub_name": self.eventhub}
+        return client_kwargs(self.connection_string, self.eventhub)
 
     def starting_sequence_numbers(self) -> dict[str, int] | None:
         """The JSON map form of ``startingPosition``, or None for earliest / latest."""
@@ -162,7 +194,13 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
             'the eventhubs source and sink need .option("connectionString", ...): the string '
             "`streamlab-hub` prints, or the one from the Azure portal"
         )
-    eventhub = entity_path(connection_string) or lowered.get("eventhubname")
+    named, eventhub = entity_path(connection_string), lowered.get("eventhubname")
+    if named and eventhub and named != eventhub:
+        raise EventHubsOptionError(
+            f"the connection string names event hub {named!r} (EntityPath) but eventHubName "
+            f"is {eventhub!r}: name the event hub in one place only"
+        )
+    eventhub = named or eventhub
     if not eventhub:
         raise EventHubsOptionError(
             'name the event hub with .option("eventHubName", "heartbeats") or an '

@@ -15,9 +15,10 @@ def consumer(connection_string: str, eventhub: str, consumer_group: str = "$Defa
     """An ``EventHubConsumerClient`` on ``eventhub``, unless the string names one already."""
     from azure.eventhub import EventHubConsumerClient
 
-    extra = {} if "EntityPath=" in connection_string else {"eventhub_name": eventhub}
+    from streamlab.eventhubs.options import client_kwargs
+
     return EventHubConsumerClient.from_connection_string(
-        connection_string, consumer_group=consumer_group, **extra
+        consumer_group=consumer_group, **client_kwargs(connection_string, eventhub)
     )
 
 
