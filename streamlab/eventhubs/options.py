@@ -185,6 +185,30 @@ class EventHubsOptions:
             ) from None
 
 
+def _eventhub(connection_string: str, option: str | None) -> str:
+    """The event hub of Spark's options: the string's ``EntityPath`` or ``eventHubName``."""
+    named = entity_path(connection_string)
+    if named and option and named != option:
+        raise EventHubsOptionError(
+            f"the connection string names event hub {named!r} (EntityPath) but eventHubName "
+            f"is {option!r}: name the event hub in one place only"
+        )
+    if not (named or option):
+        raise EventHubsOptionError(
+            'name the event hub with .option("eventHubName", "heartbeats") or an '
+            "EntityPath=... in the connection string"
+        )
+    return named or option
+
+
+def _one_of(lowered: dict, name: str, default: str, allowed, said: str = "true or false") -> str:
+    """Option ``name`` (lower-cased, trimmed), which must be one of ``allowed``."""
+    value = lowered.get(name.lower(), default)
+    if value.strip().lower() not in allowed:
+        raise EventHubsOptionError(f"{name} must be {said}; got {value!r}")
+    return value.strip().lower()
+
+
 def parse_options(options: dict[str, str]) -> EventHubsOptions:
     """Validate the options given to ``.option(...)`` (case-insensitive keys)."""
     lowered = {k.lower(): v for k, v in options.items()}
@@ -194,18 +218,7 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
             'the eventhubs source and sink need .option("connectionString", ...): the string '
             "`streamlab-hub` prints, or the one from the Azure portal"
         )
-    named, eventhub = entity_path(connection_string), lowered.get("eventhubname")
-    if named and eventhub and named != eventhub:
-        raise EventHubsOptionError(
-            f"the connection string names event hub {named!r} (EntityPath) but eventHubName "
-            f"is {eventhub!r}: name the event hub in one place only"
-        )
-    eventhub = named or eventhub
-    if not eventhub:
-        raise EventHubsOptionError(
-            'name the event hub with .option("eventHubName", "heartbeats") or an '
-            "EntityPath=... in the connection string"
-        )
+    eventhub = _eventhub(connection_string, lowered.get("eventhubname"))
     limit = lowered.get("maxeventspertrigger")
     try:
         max_events = int(limit) if limit is not None else None
@@ -213,17 +226,9 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
         max_events = -1
     if max_events is not None and max_events <= 0:
         raise EventHubsOptionError(f"maxEventsPerTrigger must be a positive number; got {limit!r}")
-    system = lowered.get("systemproperties", "false").strip().lower()
-    if system not in ("true", "false"):
-        raise EventHubsOptionError(f"systemProperties must be true or false; got {system!r}")
-    receive_on = lowered.get("receiveon", "driver").strip().lower()
-    if receive_on not in RECEIVE_ON:
-        raise EventHubsOptionError(f"receiveOn must be driver or executors; got {receive_on!r}")
-    fail = lowered.get("failondataloss", "true").strip().lower()
-    if fail not in ("true", "false"):
-        raise EventHubsOptionError(
-            f"failOnDataLoss must be true or false; got {lowered['failondataloss']!r}"
-        )
+    system = _one_of(lowered, "systemProperties", "false", ("true", "false"))
+    receive_on = _one_of(lowered, "receiveOn", "driver", RECEIVE_ON, "driver or executors")
+    fail = _one_of(lowered, "failOnDataLoss", "true", ("true", "false"))
     per_task = lowered.get("eventspertask", "10000")
     try:
         events_per_task = int(per_task)

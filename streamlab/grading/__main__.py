@@ -134,10 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     warm.start()
     print()
     print(report.render(graded))
+    return _status(graded, outcome, args.complete)
+
+
+def _status(graded: dict, outcome: supervisor.Outcome, complete: bool) -> int:
+    """The exit status of a grading (see the module's docstring)."""
     tally = report.counts(graded)
     if tally["failed"] or tally["not-graded"] or outcome.lab_errors:
         return FAILED
-    if args.complete and not graded["complete"]:
+    if complete and not graded["complete"]:
         return INCOMPLETE
     return OK
 
