@@ -97,3 +97,25 @@ def test_a_warm_child_grades_as_a_cold_one_and_a_stale_one_is_replaced(warm_env,
     assert graded["timings"]["warm"] == 0
     assert _exercises(graded)["0.1"]["status"] == "passed"
     assert "the grading's settings differ: STREAMLAB_SETTING_FOR_A_TEST" in _log(warm_env)
+
+
+def test_a_keeper_knows_when_another_took_its_socket_name(tmp_path):
+    import socket
+
+    from streamlab.grading import warm
+
+    path = tmp_path / "keeper"
+    first = socket.socket(socket.AF_UNIX)
+    first.bind(str(path))
+    inode = warm._identity(path)
+    assert warm._owns(path, inode)
+    # A second keeper started at the same moment unlinks the name and binds its own.
+    path.unlink()
+    second = socket.socket(socket.AF_UNIX)
+    second.bind(str(path))
+    assert not warm._owns(path, inode)
+    # The first keeper, ending, leaves the second one's file alone.
+    warm._unlink(path, inode)
+    assert path.exists()
+    first.close()
+    second.close()

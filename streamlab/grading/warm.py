@@ -331,13 +331,18 @@ def _wait_for_job(listener, from_child, child, path):
     Connections that send nothing (a probe asking whether a keeper is there) are let go.
     """
     deadline = time.monotonic() + IDLE_LIMIT
+    inode = _identity(path)  # the file this keeper bound (a socket's own fstat differs)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, "listener")
     selector.register(from_child.link, selectors.EVENT_READ, "child")
     ready = False
     try:
         while (left := deadline - time.monotonic()) > 0:
-            for key, _ in selector.select(timeout=left):
+            if not _owns(path, inode):
+                # Another keeper, started at the same moment, took the socket's name.
+                _note(f"warm grading child {child.pid} ended: another keeper took its socket")
+                return None, None, None
+            for key, _ in selector.select(timeout=min(left, 30.0)):
                 if key.data == "child":
                     try:
                         said = from_child.read()
@@ -350,13 +355,13 @@ def _wait_for_job(listener, from_child, child, path):
                     continue
                 grading, job, fds = _take_job(listener, ready)
                 if grading is not None:
-                    _unlink(path, listener)
+                    _unlink(path, inode)
                     return grading, job, fds
         _note(f"warm grading child {child.pid} unclaimed for {IDLE_LIMIT / 60:g} min: ended")
         return None, None, None
     finally:
         selector.close()
-        _unlink(path, listener)
+        _unlink(path, inode)
 
 
 def _take_job(listener: socket.socket, ready: bool):
@@ -383,13 +388,28 @@ def _take_job(listener: socket.socket, ready: bool):
     return None, None, None
 
 
-def _unlink(path: Path, listener: socket.socket) -> None:
-    """Remove the socket file if it is still this keeper's."""
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    """What tells one socket file from another made later at the same path: inode numbers
+    alone may be reused."""
     try:
-        if listener.fileno() >= 0 and os.stat(path).st_ino == os.fstat(listener.fileno()).st_ino:
-            path.unlink()
+        status = os.stat(path)
     except OSError:
-        pass
+        return None
+    return status.st_dev, status.st_ino, status.st_ctime_ns
+
+
+def _owns(path: Path, inode: tuple[int, int, int] | None) -> bool:
+    """Whether the socket file at ``path`` is still the one this keeper bound."""
+    return inode is not None and _identity(path) == inode
+
+
+def _unlink(path: Path, inode: tuple[int, int, int] | None) -> None:
+    """Remove the socket file if it is still this keeper's."""
+    if _owns(path, inode):
+        try:
+            path.unlink()
+        except OSError:
+            pass
 
 
 def _report_end(grading: socket.socket, child: subprocess.Popen) -> None:
