@@ -119,3 +119,18 @@ def test_a_keeper_knows_when_another_took_its_socket_name(tmp_path):
     assert path.exists()
     first.close()
     second.close()
+
+
+def test_stopping_right_after_starting_ends_the_keeper_before_it_listens(warm_env):
+    # What the course's teardowns do: start() at the end of a grading, stop() at once.
+    pid = warm_grader("start() or int(warm._pid_file(warm.socket_path()).read_text())", warm_env)
+    assert warm_grader("stop()", warm_env) == "True"
+
+    def gone() -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1]
+        except FileNotFoundError:
+            return True
+        return state == "Z"  # ended, waiting to be reaped by init
+
+    wait_for(gone, within=30, what=f"the keeper {pid} to end")

@@ -114,7 +114,7 @@ def start(environ: Mapping[str, str] | None = None) -> None:
     try:
         LOG.parent.mkdir(parents=True, exist_ok=True)
         with open(LOG, "ab") as log:
-            subprocess.Popen(
+            keeper = subprocess.Popen(
                 [sys.executable, "-m", "streamlab.grading.warm", str(path)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -122,22 +122,39 @@ def start(environ: Mapping[str, str] | None = None) -> None:
                 start_new_session=True,
                 env={**environ, "PYTHONUNBUFFERED": "1"},
             )
+        # For stop(), which may come before the keeper has bound its socket.
+        _pid_file(path).write_text(str(keeper.pid))
     except OSError:
         pass
 
 
 def stop() -> bool:
-    """End the warm child waiting for this course folder, if any; True when there was one."""
+    """End the warm child of this course folder, waiting or still warming up; True when
+    there was one."""
     path = socket_path()
+    keepers = set()
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as link:
             link.settimeout(5)
             link.connect(str(path))
-            hello = _Messages(link).read()
-            os.killpg(int(hello["keeper"]), signal.SIGKILL)
-            return True
+            keepers.add(int(_Messages(link).read()["keeper"]))
     except (OSError, ValueError, KeyError, TypeError):
-        return False
+        pass
+    try:
+        started = int(_pid_file(path).read_text())
+        # Only a keeper: the number may belong to another process by now.
+        if b"streamlab.grading.warm" in Path(f"/proc/{started}/cmdline").read_bytes():
+            keepers.add(started)
+        _pid_file(path).unlink()
+    except (OSError, ValueError):
+        pass
+    for keeper in keepers:
+        _kill_group(keeper)
+    return bool(keepers)
+
+
+def _pid_file(path: Path) -> Path:
+    return path.with_name(path.name + ".pid")
 
 
 class WarmChild:
