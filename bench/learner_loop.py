@@ -83,7 +83,10 @@ class Grader:
             "STREAMLAB_WARM_GRADER": "1" if warm else "0",
         }
         if warm:
-            self.warm_up(env)
+            subprocess.run([sys.executable, "-c", _START], env=env, timeout=60, check=True)
+        # Either way no child is warming up beside the grading timed: the one the last warm
+        # grading started is ready and idle, as after the learner read its verdict.
+        self.settle(env)
         command = [*self.nox, "-s", "check", "--", lab, "--notebooks", "solutions"]
         command += ["--json", str(self.grade_json)]
         command += ["--exercise", exercise] if exercise else []
@@ -93,18 +96,26 @@ class Grader:
             raise RuntimeError(f"a warm child was ready, but the grading did not use it: {timings}")
         return seconds, timings
 
-    def warm_up(self, env: dict[str, str]) -> None:
-        """Start a warm child unless one is there, and wait until every one started is ready."""
-        subprocess.run([sys.executable, "-c", _START], env=env, timeout=60, check=True)
-        log = self.build / "logs" / "warm-grader.log"
+    def settle(self, env: dict[str, str]) -> None:
+        """Wait until no warm child is warming up: the last one started is ready, or none is."""
         deadline = time.monotonic() + 600
         while True:
-            text = log.read_text() if log.exists() else ""
-            started = text.count(" warming up")
-            if started and text.count(" ready after ") >= started:
+            state = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    "from streamlab.grading import warm; print(warm.readiness())",
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout.strip()
+            if state != "warming":
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"no warm grading child was ready within 600 s; see {log}")
+                raise RuntimeError("no warm grading child was ready within 600 s")
             time.sleep(0.5)
 
     def ready_times(self) -> list[float]:

@@ -71,6 +71,7 @@ def test_a_warm_child_grades_as_a_cold_one_and_a_stale_one_is_replaced(warm_env,
     path = _notebook(tmp_path / "nb", exercise_0_1="{solution}\n\nimport os\nos._exit(0)\n")
     warm_grader("start()", warm_env)
     _ready(warm_env, 1)
+    assert warm_grader("readiness()", warm_env) == "ready"
     graded = _grade(warm_env, tmp_path / "nb", tmp_path)
     exercises = _exercises(graded)
     # The warm child ran 0.1's cell and died of it: its keeper passed on the exit status, and
@@ -124,6 +125,8 @@ def test_a_keeper_knows_when_another_took_its_socket_name(tmp_path):
 def test_stopping_right_after_starting_ends_the_keeper_before_it_listens(warm_env):
     # What the course's teardowns do: start() at the end of a grading, stop() at once.
     pid = warm_grader("start() or int(warm._pid_file(warm.socket_path()).read_text())", warm_env)
+    # A JVM takes seconds to start: the child cannot be ready yet, and a grading would wait.
+    assert warm_grader("readiness()", warm_env) == "warming"
     assert warm_grader("stop()", warm_env) == "True"
 
     def gone() -> bool:
@@ -134,3 +137,4 @@ def test_stopping_right_after_starting_ends_the_keeper_before_it_listens(warm_en
         return state == "Z"  # ended, waiting to be reaped by init
 
     wait_for(gone, within=30, what=f"the keeper {pid} to end")
+    assert warm_grader("readiness()", warm_env) == "none"

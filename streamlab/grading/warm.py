@@ -157,6 +157,26 @@ def _pid_file(path: Path) -> Path:
     return path.with_name(path.name + ".pid")
 
 
+def readiness() -> str:
+    """``"ready"``, ``"warming"`` (started, not ready yet) or ``"none"``: the warm child of
+    this course folder, as a grading starting now would find it."""
+    path = socket_path()
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as link:
+            link.settimeout(5)
+            link.connect(str(path))
+            return "ready" if _Messages(link).read().get("ready") else "warming"
+    except (OSError, ValueError):
+        pass
+    try:
+        started = int(_pid_file(path).read_text())
+        if b"streamlab.grading.warm" in Path(f"/proc/{started}/cmdline").read_bytes():
+            return "warming"  # started, its socket not bound yet
+    except (OSError, ValueError):
+        pass
+    return "none"
+
+
 class WarmChild:
     """A claimed warm child, as the supervisor uses a :class:`subprocess.Popen`.
 
