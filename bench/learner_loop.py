@@ -184,32 +184,23 @@ def main() -> None:
                 **{f"{k}_s": [round(s, 1) for s, _ in v] for k, v in got.items()},
                 "phases": {k: [t for _, t in v] for k, v in got.items()},
             }
-            targets += [
-                bench.target(
-                    f"lab {lab}: {exercise} regraded (warm child)",
-                    round(medians["ex_warm"], 1),
-                    "s",
-                    f"<= {REGRADE_TARGET:g}",
-                    medians["ex_warm"] <= REGRADE_TARGET,
-                    _phases([t for _, t in got["ex_warm"]]),
-                ),
-                bench.target(
-                    f"lab {lab}: {exercise} graded first (cold child)",
-                    round(medians["ex_cold"], 1),
-                    "s",
-                    f"<= {FIRST_TARGET:g}",
-                    medians["ex_cold"] <= FIRST_TARGET,
-                    _phases([t for _, t in got["ex_cold"]]),
-                ),
-                bench.target(
-                    f"lab {lab}: solved lab (warm child)",
-                    round(medians["lab_warm"], 1),
-                    "s",
-                    f"<= {LAB_TARGET:g}",
-                    medians["lab_warm"] <= LAB_TARGET,
-                    f"cold {medians['lab_cold']:.1f} s",
-                ),
-            ]
+            for key, figure, goal, note in (
+                ("ex_warm", f"{exercise} regraded (warm child)", REGRADE_TARGET, ""),
+                ("ex_cold", f"{exercise} graded first (cold child)", FIRST_TARGET, ""),
+                ("lab_warm", "solved lab (warm child)", LAB_TARGET, "lab_cold"),
+            ):
+                targets.append(
+                    bench.target(
+                        f"lab {lab}: {figure}",
+                        round(medians[key], 1),
+                        "s",
+                        f"<= {goal:g}",
+                        medians[key] <= goal,
+                        f"cold {medians[note]:.1f} s"
+                        if note
+                        else _phases([t for _, t in got[key]]),
+                    )
+                )
             bars += [
                 (f"{exercise} cold", medians["ex_cold"]),
                 (f"{exercise} warm", medians["ex_warm"]),

@@ -128,24 +128,33 @@ def without_entity(connection_string: str) -> str:
     )
 
 
-def client_kwargs(connection_string: str, eventhub: str | None) -> dict[str, str]:
-    """Arguments for the SDK's ``from_connection_string``, for every client the course makes.
+def event_hub_named(
+    connection_string: str, given: str | None, *, given_as: str = "the event hub asked for"
+) -> str:
+    """The event hub a client reaches: the string's ``EntityPath`` or ``given``.
 
-    One rule everywhere: the event hub is the string's ``EntityPath`` or ``eventhub``; when
-    both are given they must agree (the SDK alone would take ``eventhub`` and ignore the
-    string's, where Spark's options took the string's: one string and name, two event hubs).
+    One rule everywhere: when both are there they must agree (the SDK alone would take
+    ``given`` and ignore the string's, where Spark's options took the string's: one string and
+    one name, two event hubs). ``given_as`` says where ``given`` came from, for the sentence.
     """
     named = entity_path(connection_string)
-    if named and eventhub and named != eventhub:
+    if named and given and named != given:
         raise EventHubsOptionError(
-            f"the connection string names event hub {named!r} (EntityPath) but "
-            f"{eventhub!r} was asked for: name the event hub in one place only"
+            f"the connection string names event hub {named!r} (EntityPath) but {given_as} "
+            f"is {given!r}: name the event hub in one place only"
         )
-    if not (named or eventhub):
+    if not (named or given):
         raise EventHubsOptionError(
-            "name the event hub, or give a connection string with EntityPath=..."
+            f"name the event hub with {given_as} or an EntityPath=... in the connection string"
         )
-    return {"conn_str": connection_string, **({} if named else {"eventhub_name": eventhub})}
+    return named or given
+
+
+def client_kwargs(connection_string: str, eventhub: str | None) -> dict[str, str]:
+    """Arguments for the SDK's ``from_connection_string``, for every client the course makes."""
+    name = event_hub_named(connection_string, eventhub)
+    named = entity_path(connection_string) is not None
+    return {"conn_str": connection_string, **({} if named else {"eventhub_name": name})}
 
 
 @dataclass(frozen=True)
@@ -185,22 +194,6 @@ class EventHubsOptions:
             ) from None
 
 
-def _eventhub(connection_string: str, option: str | None) -> str:
-    """The event hub of Spark's options: the string's ``EntityPath`` or ``eventHubName``."""
-    named = entity_path(connection_string)
-    if named and option and named != option:
-        raise EventHubsOptionError(
-            f"the connection string names event hub {named!r} (EntityPath) but eventHubName "
-            f"is {option!r}: name the event hub in one place only"
-        )
-    if not (named or option):
-        raise EventHubsOptionError(
-            'name the event hub with .option("eventHubName", "heartbeats") or an '
-            "EntityPath=... in the connection string"
-        )
-    return named or option
-
-
 def _one_of(lowered: dict, name: str, default: str, allowed, said: str = "true or false") -> str:
     """Option ``name`` (lower-cased, trimmed), which must be one of ``allowed``."""
     value = lowered.get(name.lower(), default)
@@ -218,7 +211,9 @@ def parse_options(options: dict[str, str]) -> EventHubsOptions:
             'the eventhubs source and sink need .option("connectionString", ...): the string '
             "`streamlab-hub` prints, or the one from the Azure portal"
         )
-    eventhub = _eventhub(connection_string, lowered.get("eventhubname"))
+    eventhub = event_hub_named(
+        connection_string, lowered.get("eventhubname"), given_as='.option("eventHubName", ...)'
+    )
     limit = lowered.get("maxeventspertrigger")
     try:
         max_events = int(limit) if limit is not None else None
