@@ -140,17 +140,28 @@ def stop() -> bool:
             keepers.add(int(_Messages(link).read()["keeper"]))
     except (OSError, ValueError, KeyError, TypeError):
         pass
+    started = _started_keeper(path)
+    if started is not None:
+        keepers.add(started)
     try:
-        started = int(_pid_file(path).read_text())
-        # Only a keeper: the number may belong to another process by now.
-        if b"streamlab.grading.warm" in Path(f"/proc/{started}/cmdline").read_bytes():
-            keepers.add(started)
-        _pid_file(path).unlink()
-    except (OSError, ValueError):
+        _pid_file(path).unlink(missing_ok=True)
+    except OSError:
         pass
     for keeper in keepers:
         _kill_group(keeper)
     return bool(keepers)
+
+
+def _started_keeper(path: Path) -> int | None:
+    """The keeper start() last left for ``path``, while it runs; None when it has ended."""
+    try:
+        started = int(_pid_file(path).read_text())
+        # Only a keeper: the number may belong to another process by now.
+        if b"streamlab.grading.warm" in Path(f"/proc/{started}/cmdline").read_bytes():
+            return started
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _pid_file(path: Path) -> Path:
@@ -168,12 +179,8 @@ def readiness() -> str:
             return "ready" if _Messages(link).read().get("ready") else "warming"
     except (OSError, ValueError):
         pass
-    try:
-        started = int(_pid_file(path).read_text())
-        if b"streamlab.grading.warm" in Path(f"/proc/{started}/cmdline").read_bytes():
-            return "warming"  # started, its socket not bound yet
-    except (OSError, ValueError):
-        pass
+    if _started_keeper(path) is not None:
+        return "warming"  # started, its socket not bound yet
     return "none"
 
 
