@@ -24,6 +24,8 @@ to the labs that use it.
 - :mod:`streamlab.solutions`: a lab's solution, or the learner's own code, for later labs.
 - :mod:`streamlab.hints`: tiered hints (``nox -s hint``); :mod:`streamlab.hint_leaks` holds
   them to never giving the solution away.
+- :mod:`streamlab.spark_errors`: the Spark error classes the course teaches, and what each
+  means here (added to the grader's messages and under a notebook cell that raises one).
 - :mod:`streamlab.benchmarks`: benchmark results and their charts.
 - :mod:`streamlab.lab_launcher`, :mod:`streamlab.mkdocs_hooks`, :mod:`streamlab.paths`,
   :mod:`streamlab.spark_fixtures`: ``nox -s lab``, the website's hooks, the course's folders,
@@ -40,10 +42,13 @@ __all__ = ["REPO_ROOT", "JavaNotFoundError", "spark_session", "stop_spark_sessio
 
 
 def load_ipython_extension(ipython) -> None:
-    """``%load_ext streamlab``: record cell runs, and ``%check`` (imported when first used)."""
+    """``%load_ext streamlab``: record cell runs, explain the Spark errors the course teaches
+    under a cell that raises one, and ``%check`` (imported when first used)."""
+    from streamlab import spark_errors
     from streamlab.grading.cell_history import install
 
     install(ipython)
+    spark_errors.install(ipython)
     ipython.magics_manager.register_lazy("check", "streamlab.grading.magic:CheckMagics", "line")
 
 

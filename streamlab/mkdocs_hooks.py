@@ -64,6 +64,7 @@ _PAGES = [
 _AFTER_LABS = [
     ("Architecture", "architecture.md"),
     ("Run it for real", "run-it-for-real.md"),
+    ("Spark's errors, explained", "spark-errors.md"),
     ("Benchmarks", "benchmarks.md"),
     ("For instructors", "authoring.md"),
 ]

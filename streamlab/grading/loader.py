@@ -34,6 +34,7 @@ from streamlab.notebooks import (
     is_graded,
 )
 from streamlab.paths import REPO_ROOT
+from streamlab.spark_errors import explain
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,8 @@ class LoadedNotebook:
 
 
 def describe_error(error: BaseException, filename_prefix: str) -> str:
-    """``TypeError: ... (line 4: `code`)``, pointing at the innermost notebook line."""
+    """``TypeError: ... (line 4: `code`)``, pointing at the innermost notebook line; for a Spark
+    error the course teaches, what it means here and where the course shows it."""
     summary = f"{type(error).__name__}: {error}".strip().splitlines()[0]
     frames = [
         f
@@ -221,7 +223,8 @@ def describe_error(error: BaseException, filename_prefix: str) -> str:
     if frames:
         frame = frames[-1]
         summary += f" (line {frame.lineno}: `{(frame.line or '').strip()}`)"
-    return summary
+    explained = explain(error)
+    return f"{summary}. {explained}" if explained else summary
 
 
 def _register_source(filename: str, source: str) -> None:

@@ -1,0 +1,279 @@
+"""Spark's error classes a learner of this course meets, and what each means here.
+
+Spark names every error it raises with a class (``[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE]``),
+and its message says which rule was broken. :data:`TAUGHT` adds, for the classes this course
+teaches, one sentence of what the rule means in the course's terms and the lab and section that
+show it. :func:`explain` finds that sentence for any error: the grader adds it to a check's
+message, and so does a notebook cell that raises (``%load_ext streamlab``).
+
+``tests/test_spark_errors.py`` provokes every class listed here on real Spark, so an upgrade
+that renames one fails the course's tests; ``site/spark-errors.md`` is the same table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Taught:
+    """An error class, what it means in this course, and where the course shows it."""
+
+    condition: str
+    meaning: str
+    lab: str
+    section: str
+
+    @property
+    def where(self) -> str:
+        number, _, title = self.section.partition(". ")
+        return f"lab {self.lab}, section {number} ({title})"
+
+    def sentence(self) -> str:
+        return f"In this course: {self.meaning} See {self.where}."
+
+
+TAUGHT: tuple[Taught, ...] = (
+    Taught(
+        "UNRESOLVED_COLUMN",
+        "the DataFrame has no column of that name at this point of the query (names are exact, "
+        "and a select or an aggregation keeps only the columns it names); Spark lists the "
+        "nearest names it has.",
+        "01",
+        "2. Parse the body",
+    ),
+    Taught(
+        "WRITE_STREAM_NOT_ALLOWED",
+        "`writeStream` starts a streaming query, so it needs a DataFrame read with "
+        "`spark.readStream`; a DataFrame from `spark.read` or `createDataFrame` is written "
+        "once with `.write`.",
+        "00",
+        "2. A first stream",
+    ),
+    Taught(
+        "STREAMING_OUTPUT_MODE.INVALID",
+        "a streaming query writes in one of three output modes, append, update or complete; "
+        "any other name is refused.",
+        "02",
+        "4. Output modes",
+    ),
+    Taught(
+        "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION",
+        "the output mode does not fit the query: append writes each row once, so an "
+        "aggregation in append mode needs a watermark to know when a group is final, and "
+        "complete rewrites the whole result, so it needs an aggregation to rewrite.",
+        "02",
+        "4. Output modes",
+    ),
+    Taught(
+        "NON_TIME_WINDOW_NOT_SUPPORTED_IN_STREAMING",
+        "a stream has no end to rank or number rows over, so window functions such as "
+        "`row_number().over(...)` are refused; a stream groups rows by event-time windows "
+        "(`F.window`), or keeps what it needs per key in state.",
+        "02",
+        "2. Windows",
+    ),
+    Taught(
+        "STDS_COMMITTED_BATCH_UNAVAILABLE",
+        "the state reader reads the state as of a committed batch, and the checkpoint has no "
+        "commit for the batch asked (the query has not run that far, or the batch failed).",
+        "05",
+        "5. Reading the state store",
+    ),
+    Taught(
+        "STDS_INVALID_OPTION_VALUE",
+        "an option of the state reader (`batchId`, `operatorId`, `storeName`, `joinSide`, "
+        "`stateVarName`) has a value it cannot use, such as a negative batch.",
+        "05",
+        "5. Reading the state store",
+    ),
+    Taught(
+        "STDS_FAILED_TO_READ_STATE_SCHEMA",
+        "the state reader found no state schema for the operator asked: the query at that "
+        "checkpoint keeps no state there (a stateless query has nothing to read), or the "
+        "`operatorId` is not one of its stateful operators.",
+        "05",
+        "5. Reading the state store",
+    ),
+    Taught(
+        "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+        "the checkpoint's state was written with another value schema than the restarted "
+        "query's (a column added to an aggregation, a field to a state variable); the default "
+        "encoding refuses any change, Avro chosen before the first batch lets some evolve.",
+        "05",
+        "8. What a checkpoint pins",
+    ),
+    Taught(
+        "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE",
+        "the restarted query groups by other keys, or keys of another type, than the state in "
+        "its checkpoint: state is found by its key, so a key never changes under a checkpoint.",
+        "05",
+        "8. What a checkpoint pins",
+    ),
+    Taught(
+        "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
+        "the restarted query's stateful operators are not the ones its checkpoint holds state "
+        "for (one added, removed or replaced): a stateful change needs a new checkpoint, or a "
+        "migration that starts from the old state.",
+        "10",
+        "1. What a checkpoint pins",
+    ),
+    Taught(
+        "STREAMING_QUERY_EVOLUTION_ERROR.UNNAMED_STREAMING_SOURCES_WITH_ENFORCEMENT",
+        "with named sources switched on, every source of the query needs a name "
+        "(`readStream.name(...)`), so that the checkpoint keeps its offsets by name.",
+        "10",
+        "1. What a checkpoint pins",
+    ),
+    Taught(
+        "STREAMING_QUERY_EVOLUTION_ERROR.CANNOT_ENABLE_ON_EXISTING_CHECKPOINT",
+        "named sources are chosen when a checkpoint starts: a checkpoint that began with its "
+        "sources by position keeps them so.",
+        "10",
+        "1. What a checkpoint pins",
+    ),
+    Taught(
+        "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION",
+        "Avro lets a state value gain, lose, reorder or widen fields across a restart, not "
+        "narrow a type or change it into another: the stored values could not be read back.",
+        "10",
+        "3. State schema evolution",
+    ),
+    Taught(
+        "STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL",
+        "a state variable with a TTL expires on the processing-time clock, so the query's "
+        "`timeMode` must be ProcessingTime, not None.",
+        "10",
+        "2. ListState and TTL: the gaps between heartbeats",
+    ),
+    Taught(
+        "ILLEGAL_STATE_STORE_VALUE",
+        "a state variable cannot hold nothing: a ListState is emptied with `clear()`, not by "
+        "putting an empty list, and a value is removed with `clear()`, not set to None.",
+        "10",
+        "2. ListState and TTL: the gaps between heartbeats",
+    ),
+    Taught(
+        "STATEFUL_PROCESSOR_CANNOT_PERFORM_OPERATION_WITH_INVALID_TIME_MODE",
+        "timers run on a clock, so registering one needs `timeMode` ProcessingTime or "
+        "EventTime; with None the processor has no clock.",
+        "04",
+        "3. A StatefulProcessor",
+    ),
+    Taught(
+        "STATEFUL_PROCESSOR_CANNOT_PERFORM_OPERATION_WITH_INVALID_HANDLE_STATE",
+        "a processor declares its state variables in `init`, once; the handle refuses a new "
+        "state variable once rows are being handled.",
+        "04",
+        "3. A StatefulProcessor",
+    ),
+    Taught(
+        "PYTHON_EXCEPTION",
+        "your Python code raised inside a Spark task (a processor, a UDF, `foreachBatch`): "
+        "the last Python error at the end of Spark's message is yours, with its line.",
+        "04",
+        "3. A StatefulProcessor",
+    ),
+    Taught(
+        "STATE_REPARTITION_INVALID_CHECKPOINT",
+        "offline repartitioning rewrites a checkpoint's state for a new partition count, and "
+        "refuses a checkpoint it cannot move (already that count, or its last batch "
+        "unfinished).",
+        "10",
+        "5. Repartitioning offline",
+    ),
+    Taught(
+        "STATE_REPARTITION_INVALID_PARAMETER",
+        "offline repartitioning needs a checkpoint folder and a partition count above zero.",
+        "10",
+        "5. Repartitioning offline",
+    ),
+    Taught(
+        "STREAMING_REAL_TIME_MODE.OPERATOR_OR_SINK_NOT_IN_ALLOWLIST",
+        "a real-time trigger runs only the operators and sinks Spark lists for it; the query "
+        "uses another, so it is refused before it starts.",
+        "07",
+        "5. Alerts at once",
+    ),
+    Taught(
+        "FAILED_READ_FILE",
+        "a file a query had listed is gone: a static DataFrame read from files keeps the list "
+        "taken when it was defined, so a table overwritten under a running query breaks it.",
+        "09",
+        "1. Which site? A table beside the stream",
+    ),
+)
+
+#: Classes that only wrap another: the one inside says why.
+WRAPPERS = frozenset({"STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR"})
+
+_CLASS = re.compile(r"\[([A-Z][A-Z0-9_]{4,}(?:\.[A-Z0-9_]+)*)\]")
+
+
+def conditions(error: BaseException) -> list[str]:
+    """The error classes named in ``error`` and its causes, outermost first."""
+    found: list[str] = []
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        own = getattr(error, "getCondition", None)
+        try:
+            condition = own() if callable(own) else None
+        except Exception:  # a half-built Spark error: its text still names the class
+            condition = None
+        for name in ([condition] if condition else []) + _CLASS.findall(str(error)):
+            if name not in found:
+                found.append(name)
+        error = error.__cause__ or error.__context__
+    return found
+
+
+def taught(condition: str) -> Taught | None:
+    """The entry for ``condition``: the class itself, else its parent (``A`` for ``A.B``)."""
+    by_name = {t.condition: t for t in TAUGHT}
+    return by_name.get(condition) or by_name.get(condition.split(".")[0])
+
+
+def taught_for(error: BaseException) -> Taught | None:
+    """The entry for the innermost class the course teaches in ``error``, if any.
+
+    Spark wraps a query's failure (``[STREAM_FAILED] ... [PYTHON_EXCEPTION] ... [CLASS]``):
+    the innermost class says why, so it is looked up first.
+    """
+    for condition in reversed(conditions(error)):
+        if condition not in WRAPPERS and (found := taught(condition)):
+            return found
+    return None
+
+
+def explain(error: BaseException) -> str | None:
+    """One sentence on what ``error`` means in this course and where it is shown, or None."""
+    found = taught_for(error)
+    return found.sentence() if found else None
+
+
+def install(shell) -> None:
+    """In a notebook, a cell that raises a Spark error the course teaches shows Spark's
+    traceback as always, then the sentence of :func:`explain` under it; once per shell."""
+    if getattr(shell, "_streamlab_explains", False):
+        return
+    shell._streamlab_explains = True
+
+    def show(self, etype, value, tb, tb_offset=None):
+        self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        explained = explain(value)
+        if explained:
+            print(explained)
+
+    shell.set_custom_exc((Exception,), show)
+
+
+def markdown_table() -> str:
+    """:data:`TAUGHT` as the site's table, in the order of the labs."""
+    rows = sorted(TAUGHT, key=lambda t: (t.lab, t.section, t.condition))
+    lines = ["| error class | what it means in this course | where |", "|---|---|---|"]
+    for t in rows:
+        meaning = t.meaning[0].upper() + t.meaning[1:]
+        lines.append(f"| `{t.condition}` | {meaning} | {t.where[0].upper()}{t.where[1:]} |")
+    return "\n".join(lines) + "\n"
