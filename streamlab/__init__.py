@@ -24,6 +24,8 @@ to the labs that use it.
 - :mod:`streamlab.solutions`: a lab's solution, or the learner's own code, for later labs.
 - :mod:`streamlab.hints`: tiered hints (``nox -s hint``); :mod:`streamlab.hint_leaks` holds
   them to never giving the solution away.
+- :mod:`streamlab.spark_private`: the private members of PySpark the course relies on, behind a
+  check of the release.
 - :mod:`streamlab.spark_errors`: the Spark error classes the course teaches, and what each
   means here (added to the grader's messages and under a notebook cell that raises one).
 - :mod:`streamlab.benchmarks`: benchmark results and their charts.

@@ -73,6 +73,8 @@ class Batch:
     state_rows: list[int]  # rows in each one's state after the batch
     dropped_as_late: int
     rows: list[dict] = field(default_factory=list)
+    #: The batch's progress report as Spark gave it (``TimeView`` draws from it).
+    progress: dict = field(default_factory=dict, repr=False)
 
 
 def _plain(df: DataFrame) -> list[dict]:
@@ -121,6 +123,7 @@ def batches_of(query: StreamingQuery, emitted: dict[int, list[dict]]) -> list[Ba
                 state_rows=[op.get("numRowsTotal", 0) for op in operators],
                 dropped_as_late=sum(op.get("numRowsDroppedByWatermark", 0) for op in operators),
                 rows=emitted.get(progress["batchId"], []),
+                progress=json.loads(progress.json),
             )
         )
     return batches

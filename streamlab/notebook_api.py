@@ -39,6 +39,7 @@ NOTEBOOK_API: dict[str, str] = {
     "streamlab.widgets.BacklogMeter": "meter = BacklogMeter(); meter.follow(query)",
     "streamlab.widgets.HubExplorer": "HubExplorer(connection_string)",
     "streamlab.widgets.AlertFeed": 'feed = AlertFeed(); feed.follow_eventhub(connection_string, "alerts")',
+    "streamlab.widgets.TimeView": "TimeView.of(query, spark=spark, checkpoint=checkpoint)",
     # Looking inside a query
     "streamlab.progress.backlog": "backlog(query.lastProgress)   # events behind, per partition",
     "streamlab.alerts.AlertListener": "spark.streams.addListener(AlertListener(Thresholds(...)))",

@@ -26,6 +26,7 @@ from streamlab.deadlines import finish
 from streamlab.notebooks import read_cells
 from streamlab.paths import REPO_ROOT
 from streamlab.restart_trials import session_conf
+from streamlab.spark_private import repartition_state
 
 # Spark's Python workers cannot import this file: the processors below travel by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -162,13 +163,13 @@ def _another_operator(spark, tmp_path):
 def _repartition_to_the_same_count(spark, tmp_path):
     counted(spark, tmp_path)
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    spark._streamingCheckpointManager.repartition(str(tmp_path / "cp"), partitions)
+    repartition_state(spark, tmp_path / "cp", partitions)
 
 
 @provokes("STATE_REPARTITION_INVALID_PARAMETER.IS_NOT_GREATER_THAN_ZERO")
 def _repartition_to_nothing(spark, tmp_path):
     counted(spark, tmp_path)
-    spark._streamingCheckpointManager.repartition(str(tmp_path / "cp"), 0)
+    repartition_state(spark, tmp_path / "cp", 0)
 
 
 # -- the state reader ------------------------------------------------------------------------

@@ -10,6 +10,9 @@
   readers, read again on its Refresh button.
 - :class:`AlertFeed`: the alerts of :mod:`streamlab.alerts`, from a listener or the ``alerts``
   event hub.
+- :class:`TimeView`: a query's micro-batches on an event-time axis, from its progress reports
+  and its state: the watermark each batch ran with, the windows open and closed, rows in,
+  dropped as late, in state and out.
 
 None blocks the kernel::
 
@@ -25,6 +28,7 @@ from streamlab.widgets.backlog import BacklogMeter
 from streamlab.widgets.board import COLOURS, StatusBoard, Transition
 from streamlab.widgets.hub_explorer import HubExplorer
 from streamlab.widgets.producers import ProducerPanel, ProducerRow
+from streamlab.widgets.time_view import TimeView
 
 __all__ = [
     "COLOURS",
@@ -34,5 +38,6 @@ __all__ = [
     "ProducerPanel",
     "ProducerRow",
     "StatusBoard",
+    "TimeView",
     "Transition",
 ]
