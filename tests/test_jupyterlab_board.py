@@ -2,8 +2,9 @@
 
 A notebook starts a hub, a fleet, the producer panel, the lab 04 solution's heartbeat
 pipeline (``format("eventhubs")`` -> ``transformWithState`` -> memory table) and a status
-board following that table. The test runs all cells in the browser, clicks "Add producer"
-and watches Producer 1's badge turn blue, then green.
+board following that table. The test runs all cells in the browser, presses "Add producer"
+with the keyboard, watches Producer 1's badge turn blue, then green, and holds the panel and the
+board to an accessibility check (axe-core, WCAG 2.1 AA).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from jupyter_support import (
     run_all_cells,
     running_jupyterlab,
 )
+from offline_browser import accessibility_violations
 
 from streamlab.paths import BUILD_DIR, REPO_ROOT
+from streamlab.widgets.board import SHAPES
 
 ARTIFACTS = BUILD_DIR / "artifacts"
 SOLUTION = REPO_ROOT / "solutions" / "04-transform-with-state" / "04-transform-with-state.ipynb"
@@ -121,7 +124,9 @@ def test_a_producer_added_in_the_panel_turns_blue_then_green_on_the_board(page, 
     page.locator(".streamlab-status-board").wait_for(timeout=180_000)
     page.evaluate(RECORD_BADGES)
 
-    add.click()
+    # With the keyboard, as a learner who does not use a mouse would: focus, then Enter.
+    add.focus()
+    page.keyboard.press("Enter")
     page.wait_for_function(
         "() => window.__badges.includes('Producer 1:streamlab-initializing')", timeout=90_000
     )
@@ -141,6 +146,14 @@ def test_a_producer_added_in_the_panel_turns_blue_then_green_on_the_board(page, 
     assert seen[:2] == ["streamlab-unknown", "streamlab-initializing"], seen
     assert "streamlab-healthy" in seen[2:], seen
     assert "→ Healthy" in page.locator(".streamlab-status-board").inner_text()
+    # Status in text and shape as well as colour; WCAG 2.1 AA by axe-core, in this browser.
+    badge = page.locator(".streamlab-badge", has_text="Producer 1").inner_text()
+    assert "Healthy" in badge and SHAPES["Healthy"] in badge, badge
+    found = {
+        widget: accessibility_violations(page, f".streamlab-{widget}")
+        for widget in ("producer-panel", "status-board")
+    }
+    assert found == {"producer-panel": [], "status-board": []}
     assert page.locator(".streamlab-producer", has_text="Producer 1").is_visible()
 
     # A learner stops everything from a new cell; nothing may hang.

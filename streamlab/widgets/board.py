@@ -20,12 +20,20 @@ from streamlab import processes
 from streamlab.widgets._receive import consumer, receive_in_background
 from streamlab.widgets._throttle import Throttle
 
-#: Badge colour per status; ``None`` is a machine the board has no transition for yet.
+#: Badge colour per status; ``None`` is a machine the board has no transition for yet. Each
+#: is dark enough for white text (WCAG AA, 4.5:1 or more).
 COLOURS: dict[str | None, str] = {
-    None: "#9e9e9e",
-    "Initializing": "#1e88e5",
-    "Healthy": "#43a047",
-    "Unhealthy": "#e53935",
+    None: "#616161",
+    "Initializing": "#1565c0",
+    "Healthy": "#2e7d32",
+    "Unhealthy": "#c62828",
+}
+#: A shape per status beside its name, so that a badge says its status without its colour.
+SHAPES: dict[str | None, str] = {
+    None: "?",
+    "Initializing": "\u25d4",  # a circle filling up
+    "Healthy": "\u2714",  # a tick
+    "Unhealthy": "\u2716",  # a cross
 }
 
 
@@ -351,7 +359,9 @@ class StatusBoard:
             badge.value = (
                 f'<div style="background:{colour};color:white;border-radius:6px;'
                 'padding:4px 10px;min-width:10em;line-height:1.4">'
-                f"<b>{html.escape(name)}</b><br>{html.escape(status or 'unknown')}<br>"
+                f"<b>{html.escape(name)}</b><br>"
+                f'<span aria-hidden="true">{SHAPES.get(status, SHAPES[None])}</span> '
+                f"{html.escape(status or 'unknown')}<br>"
                 f"<small>{since}</small></div>"
             )
             # Classes let a browser test (or CSS) find a badge's state without reading colours.

@@ -48,15 +48,17 @@ class ProducerPanel:
         self.add_button = widgets.Button(
             description="Add producer", icon="plus", button_style="primary", layout=fit
         )
-        self.rate = widgets.FloatSlider(
+        # A number field rather than a slider: a screen reader names it by its description,
+        # and the keyboard types a rate or steps it with the arrow keys.
+        self.rate = widgets.BoundedFloatText(
             value=1.0,
             min=0.2,
             max=10.0,
             step=0.1,
             description="Heartbeats/s",
-            readout_format=".1f",
             continuous_update=False,
             style=wide_label,
+            layout=widgets.Layout(width="12em"),
         )
         # "" rather than None: a Dropdown treats the value None as "nothing selected".
         self.sender = widgets.Dropdown(

@@ -34,7 +34,7 @@ NO_WATERMARK_MS = 0
 
 OPEN_COLOUR = "#1e88e5"
 CLOSED_COLOUR = "#9e9e9e"
-WATERMARK_COLOUR = "#e53935"
+WATERMARK_COLOUR = "#c62828"
 EVENTS_COLOUR = "#fbc02d"
 
 
@@ -490,7 +490,7 @@ def _timeline(batches: list[TimeBatch]) -> str:
         else:
             marks.append(
                 '<div class="streamlab-watermark streamlab-no-watermark" data-watermark="" '
-                'style="position:absolute;bottom:0;left:0;font-size:11px;color:#777">'
+                'style="position:absolute;bottom:0;left:0;font-size:11px;color:#595959">'
                 "no watermark yet</div>"
             )
         height = lane + 16
