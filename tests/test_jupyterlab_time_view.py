@@ -11,9 +11,9 @@ import json
 
 import jupyter_support as lab
 import pytest
-from offline_browser import offline_context
+from offline_browser import accessibility_violations, offline_context
 
-from streamlab.paths import BUILD_DIR
+from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 ARTIFACTS = BUILD_DIR / "artifacts"
 
@@ -56,20 +56,24 @@ lab02 = load_solution("02")
 beats = Path("in02").resolve()
 beat = lambda m, s: {"machine_name": m, "machine_time": at(s), "event_time": at(s)}
 write_deliveries(beats, [[beat("a", 1), beat("a", 2)], [beat("a", 12), beat("b", 31)],
-                         [beat("a", 45)], [beat("b", 3)]])
+                         [beat("a", 45)], [beat("b", 3), beat("a", 4)]])
 query, checkpoint = run("lab02", lab02.final_counts(
     read_deliveries(spark, beats, lab02.HEARTBEAT_SCHEMA)))
-TimeView.of(query, spark=spark, checkpoint=checkpoint, title="lab 02: final counts")""",
+view = TimeView.of(query, spark=spark, checkpoint=checkpoint, title="lab 02: final counts")
+Path("lab02.html").write_text(view.html())
+view""",
     """\
 lab07 = load_solution("07")
 readings = Path("in07").resolve()
 reading = lambda d, s, n: {"device_id": d, "sensor_freq": 50.0, "event_time": at(s),
                            "sequence_number": n}
 write_deliveries(readings, [[reading("s1", 10, 0), reading("s1", 40, 1)],
-                            [reading("s1", 95, 2)], [reading("s1", 150, 3)], [reading("s1", 20, 4)]])
+                            [reading("s1", 100, 2)], [reading("s1", 150, 3)], [reading("s1", 20, 4)]])
 ddl = "device_id STRING, sensor_freq DOUBLE, event_time TIMESTAMP, sequence_number BIGINT"
 query, checkpoint = run("lab07", lab07.window_samples(read_deliveries(spark, readings, ddl)))
-TimeView.of(query, spark=spark, checkpoint=checkpoint, title="lab 07: sliding-window samples")""",
+view = TimeView.of(query, spark=spark, checkpoint=checkpoint, title="lab 07: sliding-window samples")
+Path("lab07.html").write_text(view.html())
+view""",
     """\
 lab09 = load_solution("09")
 story = Path("in09").resolve()
@@ -85,7 +89,9 @@ rows = read_deliveries(spark, story, "kind STRING, machine_name STRING, status S
 changes = rows.where("kind = 'change'").drop("kind", "maintenance_start", "maintenance_end")
 windows = rows.where("kind = 'window'").select("machine_name", "maintenance_start", "maintenance_end")
 query, checkpoint = run("lab09", lab09.outside_maintenance(changes, windows))
-TimeView.of(query, spark=spark, checkpoint=checkpoint, title="lab 09: changes outside maintenance")""",
+view = TimeView.of(query, spark=spark, checkpoint=checkpoint, title="lab 09: changes outside maintenance")
+Path("lab09.html").write_text(view.html())
+view""",
 ]
 
 LABS = ["lab02", "lab07", "lab09"]
@@ -116,8 +122,18 @@ def test_each_labs_view_shows_its_progress_reports_numbers_in_the_browser(browse
         for index, name in enumerate(LABS):
             reports = json.loads((notebooks / f"{name}.json").read_text())
             _same_numbers(views.nth(index), reports, name)
+        assert accessibility_violations(page, ".streamlab-time-view") == []
+        drawn = {name: (notebooks / f"{name}.html").read_text() for name in LABS}
+        for name, still in drawn.items():
+            _artifact(f"time-view-{name}.html").write_text(still)
+        assert [_still_on_site(name) for name in LABS] == [_wrapped(drawn[n]) for n in LABS], (
+            "a site page's still of the time view is not what its lab's query draws: copy "
+            "build/artifacts/time-view-labNN.html between the page's time-view markers"
+        )
         late = views.nth(0).locator("tr.streamlab-time-row[data-batch='3'] .streamlab-dropped")
-        assert late.inner_text() == "1 late"  # lab 02's heartbeat of 10:00:03, in words
+        assert (
+            late.inner_text() == "2 late"
+        )  # lab 02's heartbeats of 10:00:03 and 10:00:04, in words
         views.nth(0).screenshot(path=str(_artifact("jupyterlab-time-view.png")))
     except Exception:
         page.screenshot(path=str(_artifact("jupyterlab-time-view-failure.png")))
@@ -156,6 +172,25 @@ def _same_numbers(view, reports: list[dict], name: str) -> None:
             assert (
                 windowed.locator(".streamlab-window-closed").count() == (operator["numRowsRemoved"])
             )
+
+
+#: The site page that shows each lab's view as a still, between these two lines.
+STILLS = {
+    "lab02": "02-event-time",
+    "lab07": "07-complex-event-processing",
+    "lab09": "09-monitor-in-context",
+}
+STILL_START, STILL_END = "<!-- time view: start -->", "<!-- time view: end -->"
+
+
+def _wrapped(drawn: str) -> str:
+    return f'<div class="streamlab-still" markdown="0">{drawn}</div>'
+
+
+def _still_on_site(name: str) -> str:
+    """What the lab's site page shows between its time-view markers."""
+    text = (REPO_ROOT / "site" / "labs" / f"{STILLS[name]}.md").read_text()
+    return text.split(STILL_START, 1)[-1].split(STILL_END, 1)[0].strip()
 
 
 def _artifact(name: str):
