@@ -152,6 +152,22 @@ def test_verdicts_speak_in_sentences(error, status, words):
     assert "\nassert" not in verdict.message and "Traceback" not in verdict.message
 
 
+def test_a_check_that_waits_on_an_earlier_exercise_gives_no_hint_of_its_own():
+    from streamlab import registry
+    from streamlab.grading import report
+    from streamlab.grading.verdict import CheckResult
+
+    lab = registry.lab("03")
+    waits = verdict_for(NotImplementedError("exercise 3.1 is not done yet"), "3.4")
+    own = verdict_for(TypeError("unsupported operand"), "3.4")
+    hints = {}
+    for name, verdict in (("waits", waits), ("own", own)):
+        graded = report.grade([lab], [CheckResult("03", "3.4", "c", verdict)], exercises={"3.4"})
+        (row,) = graded["labs"][0]["exercises"]
+        hints[name] = row["hint"]
+    assert hints == {"waits": "", "own": lab.exercise("3.4").hint}
+
+
 def test_an_exercise_passes_only_when_every_check_passes():
     ok, todo, bad = Verdict(PASSED, ""), Verdict(NOT_STARTED, "todo"), Verdict(FAILED, "bad")
     assert combine([ok, ok]).status == PASSED

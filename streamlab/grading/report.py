@@ -115,7 +115,11 @@ def grade(
                     "cell_line": line,
                     **_fields(verdict),
                     # A hint only where the learner's own attempt failed (or when asked).
-                    "hint": (verdict.hint or e.hint) if verdict.status == FAILED else "",
+                    "hint": (
+                        (verdict.hint or e.hint)
+                        if verdict.status == FAILED and not verdict.hintless
+                        else ""
+                    ),
                     "earlier": False,
                 }
             )

@@ -75,6 +75,9 @@ class Verdict:
     hint: str = ""
     #: Missing, extra and changed items when the check compared two lists.
     diff: str = ""
+    #: A failure that says what to do first (finish an earlier exercise) and has nothing to do
+    #: with this exercise's own code: no hint of this exercise goes with it.
+    hintless: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,7 @@ def verdict_for(
             FAILED,
             f"This check uses your code from exercise {stub}, which is not "
             f"done yet: finish exercise {stub} first.",
+            hintless=True,
         )
     if isinstance(error, MissingName):
         return Verdict(
