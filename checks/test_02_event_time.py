@@ -4,7 +4,8 @@ Pure-Python checks first (the progress reader, the checkpoint walker on a folder
 check builds), then Spark: batch DataFrames for the window arithmetic, and streams over JSON
 files the check writes, run to the end with ``availableNow`` or ``processAllAvailable()``.
 The predictions (2.2, 2.4) are compared with what Spark does on the notebook's input, run
-here with the check's own queries. Timestamps are compared as the strings Spark prints in
+here with the check's own queries; so are the diagnoses of the debug exercises (2.5, 2.6), from
+a run here of the query the notebook gives, before their fixes are graded. Timestamps are compared as the strings Spark prints in
 UTC, never as Python datetimes (which ``collect()`` turns into the machine's local time).
 """
 
@@ -20,6 +21,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamlab.deadlines import drain, finish
 from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal
+from streamlab.grading.facts import spark_facts
 
 SCHEMA = "machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP"
 COLUMNS = ["window_start", "window_end", "machine_name", "heartbeats"]
@@ -507,8 +509,124 @@ def test_late_data_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir)
 # --- Spark: output modes ------------------------------------------------------------------
 
 
-@exercise("2.5", timeout=90)
+def ran(query: StreamingQuery) -> list[dict]:
+    """The progress reports of micro-batches that ran (not of triggers that found nothing)."""
+    return [p for p in query.recentProgress if "addBatch" in p.get("durationMs", {})]
+
+
+def counts_of(heartbeats: DataFrame) -> DataFrame:
+    """2.1's counts, the check's own: ten-second windows per machine, no watermark."""
+    return (
+        heartbeats.groupBy(F.window("event_time", "10 seconds"), "machine_name")
+        .agg(F.count("*").alias("heartbeats"))
+        .select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "machine_name",
+            "heartbeats",
+        )
+    )
+
+
+#: The notebook's board: two deliveries of (machine, second), read one per micro-batch.
+BOARD_STORY = [
+    [("Producer 1", 1), ("Producer 1", 2), ("Producer 2", 3)],
+    [("Producer 1", 4), ("Producer 2", 12)],
+]
+
+
+def start_live_counts_first_try(counts: DataFrame, table: str, checkpoint_dir: str):
+    """The board's first try, as the notebook gives it."""
+    return (
+        counts.writeStream.format("memory")
+        .queryName(table)
+        .outputMode("update")
+        .option("checkpointLocation", checkpoint_dir)
+        .start()
+    )
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _keys(name: str, answer, keys: list[str]) -> None:
+    """``answer`` is a dict with exactly ``keys``, or a sentence saying what it is."""
+    listed = ", ".join(repr(k) for k in keys[:-1]) + f" and {keys[-1]!r}"
+    if not isinstance(answer, dict):
+        raise CheckFailed(
+            f"{name} should be a dict with the keys {listed}; it is a {type(answer).__name__}."
+        )
+    if sorted(map(str, answer)) != sorted(keys):
+        found = ", ".join(sorted(map(repr, answer))) or "none"
+        raise CheckFailed(f"{name} should have exactly the keys {listed}; it has {found}.")
+
+
+def _rows(name: str, value, width: int, what: str) -> list[tuple]:
+    """A list of tuples of ``width`` strings, sorted, or a sentence saying what it is."""
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(r, list | tuple) and len(r) == width and all(isinstance(v, str) for v in r)
+        for r in value
+    ):
+        raise CheckFailed(f"{name} should be a list of {what} tuples of strings; it is {value!r}.")
+    return sorted(tuple(r) for r in value)
+
+
+def _board_diagnosis(answer) -> dict:
+    name = "DIAGNOSIS_2_5"
+    _keys(name, answer, ["output_rows", "table_rows", "repeated"])
+    rows = answer["output_rows"]
+    if not isinstance(rows, dict) or not all(_is_int(k) and _is_int(v) for k, v in rows.items()):
+        raise CheckFailed(
+            f"{name}['output_rows'] should be a dict from batch id (an int) to that batch's "
+            f"numOutputRows (an int); it is {rows!r}."
+        )
+    if not _is_int(answer["table_rows"]):
+        raise CheckFailed(
+            f"{name}['table_rows'] should be the number of rows in the table, an int; it is "
+            f"{answer['table_rows']!r}."
+        )
+    repeated = _rows(f"{name}['repeated']", answer["repeated"], 2, "(machine_name, window_start)")
+    return {"output_rows": dict(rows), "table_rows": answer["table_rows"], "repeated": repeated}
+
+
+def _board_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
+    """The notebook's first try on its two deliveries, and what Spark shows of the run."""
+    for number, beats in enumerate(BOARD_STORY):
+        deliver(folder, str(number), [beat(m, s) for m, s in beats], order=number)
+    query = start_live_counts_first_try(
+        counts_of(stream(spark, folder, maxFilesPerTrigger=1)),
+        "check_2_5_first_try",
+        checkpoint_dir,
+    )
+    drain(query, within=240, what="the check's run of the first try to process its two files")
+    query.stop()
+    table = clock_rows(spark.table("check_2_5_first_try"))
+    windows = [(machine, start) for start, _, machine, _ in table]
+    return {
+        "output_rows": {p["batchId"]: p["sink"]["numOutputRows"] for p in ran(query)},
+        "table_rows": len(table),
+        "repeated": sorted({w for w in windows if windows.count(w) > 1}),
+    }
+
+
+@exercise("2.5", timeout=180)
 def test_live_counts_hold_the_latest_count_per_window(nb, spark, tmp_path, checkpoint_dir):
+    diagnosis = _board_diagnosis(nb.DIAGNOSIS_2_5)
+    spark_shows = spark_facts(
+        "2.5 the first try",
+        lambda: _board_in_spark(spark, tmp_path / "board", str(tmp_path / "first-try")),
+        check=__file__,
+    )
+    expect_equal(
+        diagnosis,
+        spark_shows,
+        "DIAGNOSIS_2_5 against a run of the first try over the notebook's two deliveries: each "
+        "micro-batch's numOutputRows by batch id (its progress report's sink), the rows its "
+        "table holds, and the (machine_name, window_start) it holds more than once.",
+        hint="Read first_try.recentProgress batch by batch and count the rows of "
+        "spark.table('board_first_try'), rather than reasoning from the code alone.",
+    )
     folder = tmp_path / "in"
     deliver(folder, "a", [beat("m1", 1), beat("m1", 2), beat("m2", 3)], order=0)
     deliver(folder, "b", [beat("m1", 4), beat("m2", 12)], order=1)
@@ -617,8 +735,79 @@ def _start_dedup(nb, spark, folder, delay, name, checkpoint_dir) -> StreamingQue
         ) from None
 
 
-@exercise("2.6", timeout=90)
+#: The notebook's replays: two deliveries of (machine, second sent, second stored), read in
+#: one micro-batch; the second holds a replay of Producer 1's first heartbeat.
+REPLAY_STORY = [
+    [("Producer 1", 1, 1), ("Producer 2", 1, 1)],
+    [("Producer 1", 1, 3), ("Producer 1", 2, 4)],
+]
+
+
+def drop_replays_first_try(heartbeats: DataFrame, delay: str = "30 seconds") -> DataFrame:
+    """The de-duplication's first version, as the notebook gives it."""
+    return heartbeats.withWatermark("event_time", delay).dropDuplicates(
+        ["machine_name", "event_time"]
+    )
+
+
+def _replay_diagnosis(answer) -> dict:
+    name = "DIAGNOSIS_2_6"
+    _keys(name, answer, ["dropped", "through", "state_rows"])
+    for key, what in (("dropped", "rows dropped as repeats"), ("state_rows", "keys in the state")):
+        if not _is_int(answer[key]):
+            raise CheckFailed(
+                f"{name}[{key!r}] should be the number of {what}, an int; it is {answer[key]!r}."
+            )
+    through = _rows(
+        f"{name}['through']", answer["through"], 3, "(machine_name, machine_time, event_time)"
+    )
+    return {"dropped": answer["dropped"], "through": through, "state_rows": answer["state_rows"]}
+
+
+def _replays_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
+    """The notebook's first version on its two deliveries, and what Spark shows of the run."""
+    for number, beats in enumerate(REPLAY_STORY):
+        deliver(folder, str(number), [beat(m, s, e) for m, s, e in beats], order=number)
+    query = (
+        drop_replays_first_try(stream(spark, folder))
+        .writeStream.format("memory")
+        .queryName("check_2_6_first_try")
+        .option("checkpointLocation", checkpoint_dir)
+        .start()
+    )
+    drain(query, within=240, what="the check's run of the first version to process its files")
+    query.stop()
+    table = sorted(clock_rows(spark.table("check_2_6_first_try")), key=lambda r: (r[2], r[0], r[1]))
+    through = [row for i, row in enumerate(table) if any(seen[:2] == row[:2] for seen in table[:i])]
+    return {
+        "dropped": sum(
+            op.get("customMetrics", {}).get("numDroppedDuplicateRows", 0)
+            for p in ran(query)
+            for op in p.get("stateOperators", [])
+        ),
+        "through": sorted(through),
+        "state_rows": spark.read.format("statestore").load(checkpoint_dir).count(),
+    }
+
+
+@exercise("2.6", timeout=180)
 def test_replayed_heartbeats_are_dropped(nb, spark, tmp_path, checkpoint_dir):
+    diagnosis = _replay_diagnosis(nb.DIAGNOSIS_2_6)
+    spark_shows = spark_facts(
+        "2.6 the first version",
+        lambda: _replays_in_spark(spark, tmp_path / "replays", str(tmp_path / "first-try")),
+        check=__file__,
+    )
+    expect_equal(
+        diagnosis,
+        spark_shows,
+        "DIAGNOSIS_2_6 against a run of the first version over the notebook's two deliveries: "
+        "the rows its progress reports count as dropped repeats (numDroppedDuplicateRows), the "
+        "rows of its table that repeat an earlier row's machine_name and machine_time, and the "
+        "keys its state holds after the run (the state reader).",
+        hint="Read first_try.recentProgress, the table replays_first_try and the state reader "
+        "on its checkpoint, rather than reasoning from the code alone.",
+    )
     folder = tmp_path / "in"
     deliver(folder, "a", [beat("m1", 1), beat("m2", 1)], order=0)
     deliver(folder, "b", [beat("m1", 1, enqueued=3), beat("m1", 2, enqueued=4)], order=1)

@@ -9,12 +9,15 @@ clock). Then Spark, on JSON files the check writes:
   stands still and nothing more happens;
 - 3.3 runs the check's own seed on the notebook's three steps and compares what it emits
   with the learner's prediction;
-- 3.4 runs the learner's fixed query with a 1 ms processing-time timeout: the no-data
+- 3.4 first compares the learner's diagnosis with what Spark shows of the check's own seed
+  run on the same steps (the progress reports' watermarks, the state reader's timeouts),
+  then runs the learner's fixed query with a 1 ms processing-time timeout: the no-data
   micro-batch that follows the data marks every machine Unhealthy.
 """
 
 import json
 import os
+import re
 import sys
 import warnings
 from datetime import UTC, datetime, timedelta
@@ -29,6 +32,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from streamlab.deadlines import drain
 from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
+from streamlab.grading.facts import spark_facts
 
 # Spark's Python workers cannot import this file: send the reference function by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -554,6 +558,14 @@ STEPS = [
 
 
 def _silence_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
+    said, _, _ = _seed_run(spark, folder, checkpoint_dir)
+    return said
+
+
+def _seed_run(spark, folder: Path, checkpoint_dir: str, name: str = "check_3_3"):
+    """The notebook's seed run: the fleet's first three seconds, then STEPS. Returns the rows
+    emitted at each step, the stopped query, and the id of the last micro-batch before the last
+    step's deliveries."""
     folder.mkdir()
     status = (
         spark.readStream.schema(SCHEMA)
@@ -570,7 +582,7 @@ def _silence_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
     )
     query = (
         status.writeStream.format("memory")
-        .queryName("check_3_3")
+        .queryName(name)
         .outputMode("update")
         .option("checkpointLocation", checkpoint_dir)
         .start()
@@ -579,8 +591,9 @@ def _silence_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
     drain(
         query, within=240, what="the check's query over your processor to process what it was given"
     )
-    seen, said = len(status_rows(spark, "check_3_3")), {}
+    seen, said = len(status_rows(spark, name)), {}
     for number, (step, deliveries) in enumerate(STEPS, 1):
+        before = ran(query)[-1]["batchId"]
         for machines, seconds in deliveries:
             deliver(folder, str(number), machines, seconds)
         drain(
@@ -588,11 +601,11 @@ def _silence_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
             within=240,
             what="the check's query over your processor to process what it was given",
         )
-        rows = status_rows(spark, "check_3_3")
+        rows = status_rows(spark, name)
         said[step] = [(m, s, p, clock(t)[:8]) for m, s, p, t in rows[seen:]]
         seen = len(rows)
     query.stop()
-    return said
+    return said, query, before
 
 
 @exercise("3.3", timeout=150)
@@ -641,8 +654,91 @@ def run_batches(query, count: int) -> None:
             )
 
 
-@exercise("3.4", timeout=150)
+# --- 3.4 · the diagnosis ---------------------------------------------------------------------
+
+DIAGNOSIS_KEYS = ["timeouts", "watermark", "fired_in_batch"]
+_CLOCK = re.compile(r"^\d\d:\d\d:\d\d$")
+
+
+def _diagnosis(answer) -> dict:
+    listed = "'timeouts', 'watermark' and 'fired_in_batch'"
+    if not isinstance(answer, dict):
+        raise CheckFailed(
+            f"DIAGNOSIS_3_4 should be a dict with the keys {listed}; it is a "
+            f"{type(answer).__name__}."
+        )
+    if sorted(map(str, answer)) != sorted(DIAGNOSIS_KEYS):
+        found = ", ".join(sorted(map(repr, answer))) or "none"
+        raise CheckFailed(f"DIAGNOSIS_3_4 should have exactly the keys {listed}; it has {found}.")
+    timeouts = answer["timeouts"]
+    if not isinstance(timeouts, dict) or not all(
+        isinstance(m, str) and (t is None or (isinstance(t, str) and _CLOCK.match(t)))
+        for m, t in timeouts.items()
+    ):
+        raise CheckFailed(
+            "DIAGNOSIS_3_4['timeouts'] should be a dict from machine name to the time its "
+            f'timeout was set to, as "HH:MM:SS", or None; it is {timeouts!r}.'
+        )
+    if not (isinstance(answer["watermark"], str) and _CLOCK.match(answer["watermark"])):
+        raise CheckFailed(
+            "DIAGNOSIS_3_4['watermark'] should be a time as \"HH:MM:SS\"; it is "
+            f"{answer['watermark']!r}."
+        )
+    fired = answer["fired_in_batch"]
+    if not isinstance(fired, int) or isinstance(fired, bool):
+        raise CheckFailed(
+            f"DIAGNOSIS_3_4['fired_in_batch'] should be a batch id, an int; it is {fired!r}."
+        )
+    return {"timeouts": dict(timeouts), "watermark": answer["watermark"], "fired_in_batch": fired}
+
+
+def _state_after(spark, checkpoint_dir: str, batch: int) -> dict:
+    """The seed's state after ``batch``, per the state reader: machine -> (status, timeout ms)."""
+    rows = spark.read.format("statestore").option("batchId", batch).load(checkpoint_dir).collect()
+    return {r.key.machine_name: (r.value.groupState.status, r.value.timeoutTimestamp) for r in rows}
+
+
+def _silence_shown_by_spark(spark, tmp_path: Path) -> dict:
+    """What Spark shows of the seed's run on the notebook's steps: the timeouts its state held
+    after the last batch before Producer 1 came back, the watermark of the batch that read the
+    return, and the batch whose state first holds Producer 2 Unhealthy after the silence."""
+    checkpoint_dir = str(tmp_path / "seed-checkpoint")
+    _, query, silent = _seed_run(spark, tmp_path / "seed", checkpoint_dir, "check_3_4_seed")
+    after = [p for p in ran(query) if p["batchId"] > silent]
+    returned = next(p for p in after if p["numInputRows"] > 0)
+    fired = next(
+        (
+            p["batchId"]
+            for p in after
+            if _state_after(spark, checkpoint_dir, p["batchId"])["Producer 2"][0] == UNHEALTHY
+        ),
+        None,
+    )
+    return {
+        "timeouts": {
+            machine: clock(timeout)[:8] if timeout >= 0 else None
+            for machine, (_, timeout) in _state_after(spark, checkpoint_dir, silent).items()
+        },
+        "watermark": returned["eventTime"]["watermark"][11:19],
+        "fired_in_batch": fired,
+    }
+
+
+@exercise("3.4", timeout=300)
 def test_fix_notices_silence_without_new_events(nb, spark, tmp_path, checkpoint_dir):
+    diagnosis = _diagnosis(nb.DIAGNOSIS_3_4)
+    expect_equal(
+        diagnosis,
+        spark_facts(
+            "3.4 the seed", lambda: _silence_shown_by_spark(spark, tmp_path), check=__file__
+        ),
+        "DIAGNOSIS_3_4 against a run of the seed over the notebook's steps: each machine's "
+        "timeout in the state after the last micro-batch before Producer 1 came back (the state "
+        "reader), the watermark the batch that read its return ran with (its progress report), "
+        "and the batch in which Producer 2's timeout fired.",
+        hint="Read seed.recentProgress batch by batch, and the state reader with a batchId, "
+        "rather than reasoning from the code alone.",
+    )
     folder = tmp_path / "in"
     folder.mkdir()
     deliver(folder, "a", ["m1", "m2"], [0, 1])

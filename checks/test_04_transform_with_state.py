@@ -3,9 +3,11 @@
 Unit checks first: the pure transition function (4.1), both processors driven by
 ``TwsTester`` on a clock the check sets (4.2, 4.3), the learner's own test run against a right
 processor and broken ones (4.4), and the first half of a prediction (4.5). Then Spark, each
-with ``trigger(availableNow=True)`` on the RocksDB state store: the other half of 4.5, and a
-counter whose counts must outlive a micro-batch (4.6). No check sleeps or reads the wall
-clock's value.
+with ``trigger(availableNow=True)`` on the RocksDB state store: the other half of 4.5, and for
+4.6 the learner's diagnosis of the notebook's found counter against this file's own run of it
+(each progress report's input rows and state rows, the state variables the checkpoint's
+metadata lists), then a counter whose counts must outlive a micro-batch. No check sleeps or
+reads the wall clock's value.
 """
 
 import json
@@ -808,6 +810,124 @@ def _counter(nb, every: int):
             actual=type(counter).__name__,
         )
     return counter
+
+
+class MilestoneCounter(StatefulProcessor):
+    """The notebook's found counter, as it is given: its counts in a dict on the object."""
+
+    def __init__(self, every: int = 5):
+        self.every = every
+
+    def init(self, handle) -> None:
+        self.counts = {}
+
+    def handleInputRows(self, key, rows, timerValues):
+        before = self.counts.get(key[0], 0)
+        after = before + sum(1 for _ in rows)
+        self.counts[key[0]] = after
+        if after // self.every > before // self.every:
+            yield Row(machine_name=key[0], heartbeats=after)
+
+
+DIAGNOSIS_KEYS = ("input_rows", "state_rows", "state_variables")
+
+
+def _diagnosis(answer) -> dict:
+    """DIAGNOSIS_4_6 in one shape: lists of ints for the counts, a sorted list of names."""
+    if not isinstance(answer, dict):
+        raise CheckFailed(
+            "DIAGNOSIS_4_6 should be a dict with the keys 'input_rows', 'state_rows' and "
+            f"'state_variables'; it is a {type(answer).__name__}.",
+            expected="a dict",
+            actual=repr(answer),
+        )
+    if sorted(map(str, answer)) != sorted(DIAGNOSIS_KEYS):
+        raise CheckFailed(
+            "DIAGNOSIS_4_6 should have exactly the keys 'input_rows', 'state_rows' and "
+            "'state_variables'.",
+            expected=", ".join(map(repr, sorted(DIAGNOSIS_KEYS))),
+            actual=", ".join(sorted(map(repr, answer))) or "no keys",
+        )
+    for key in ("input_rows", "state_rows"):
+        value = answer[key]
+        if not isinstance(value, list | tuple) or not all(
+            isinstance(n, int) and not isinstance(n, bool) for n in value
+        ):
+            raise CheckFailed(
+                f"DIAGNOSIS_4_6[{key!r}] should be a list of ints, one per micro-batch in batch "
+                "order.",
+                expected="a list of ints",
+                actual=repr(value),
+            )
+    names = answer["state_variables"]
+    if not isinstance(names, list | tuple | set) or not all(isinstance(n, str) for n in names):
+        raise CheckFailed(
+            "DIAGNOSIS_4_6['state_variables'] should be a list of the state variables' names "
+            "(strings), empty if there are none.",
+            expected="a list of strings",
+            actual=repr(names),
+        )
+    return {
+        "input_rows": list(answer["input_rows"]),
+        "state_rows": list(answer["state_rows"]),
+        "state_variables": sorted(names),
+    }
+
+
+def _found_counter_shows(spark, folder: Path) -> dict:
+    """The notebook's run of MilestoneCounter (3, 3 and 4 heartbeats of m1, one file per
+    micro-batch), read back as Spark shows it: each progress report's input rows and state
+    rows, and the state variables the checkpoint's metadata lists."""
+    incoming, checkpoint = folder / "incoming", folder / "checkpoint"
+    for name, count in (("a", 3), ("b", 3), ("c", 4)):
+        _write(incoming, name, ["m1"] * count)
+    heartbeats = (
+        spark.readStream.schema(HEARTBEAT_SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(incoming))
+    )
+    counted = heartbeats.groupBy("machine_name").transformWithState(
+        MilestoneCounter(every=5), MILESTONE_SCHEMA, "Append", "None"
+    )
+    query = (
+        counted.writeStream.format("parquet")
+        .option("path", str(folder / "output"))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    finish(query, within=240, what="the check's run of MilestoneCounter")
+    reports = sorted(query.recentProgress, key=lambda p: p["batchId"])
+    variables = []
+    for operator in spark.read.format("state-metadata").load(str(checkpoint)).collect():
+        properties = json.loads(operator.operatorProperties or "{}")
+        variables += [v["stateName"] for v in properties.get("stateVariables", [])]
+    return {
+        "input_rows": [p["numInputRows"] for p in reports],
+        "state_rows": [p["stateOperators"][0]["numRowsTotal"] for p in reports],
+        "state_variables": sorted(variables),
+    }
+
+
+@exercise("4.6", timeout=240)
+def test_the_diagnosis_is_what_spark_shows_of_the_found_counter(nb, spark, tmp_path):
+    diagnosis = _diagnosis(nb.DIAGNOSIS_4_6)
+    spark_shows = spark_facts(
+        "4.6 the found counter",
+        lambda: _found_counter_shows(spark, tmp_path / "found"),
+        check=__file__,
+    )
+    expect_equal(
+        diagnosis,
+        spark_shows,
+        "DIAGNOSIS_4_6 against a run of MilestoneCounter on Spark over 3, 3 and 4 heartbeats of "
+        "m1, one micro-batch each: the input rows and the rows in the operator's state store "
+        "after each micro-batch (its progress reports), and the state variables that the "
+        "checkpoint's state-metadata lists.",
+        hint="Read found_query.recentProgress (numInputRows, stateOperators[0]['numRowsTotal']) "
+        "and the stateVariables of the operatorProperties that state-metadata gives for the "
+        "checkpoint, rather than reasoning from the code.",
+    )
 
 
 @exercise("4.6")

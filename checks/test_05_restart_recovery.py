@@ -7,7 +7,11 @@ the check sets, downtime and backlogs included (5.6 to 5.8). Each step is graded
 course's code for the other two, so that it passes or fails on its own. Then Spark: the sink
 (5.2), three lives of one query (5.3), the state data source on a checkpoint of the course's
 lab 04 processor (5.4), the catch-up over files read with ``maxFilesPerTrigger`` (5.8), and
-restarts with other settings or another state (5.9). Every Spark run uses
+restarts with other settings or another state (5.9). A debug exercise's diagnosis is graded
+against this file's own run of the notebook's found code, read as Spark shows it: for 5.2 the
+found sink's three lives (the batches the restart's progress reports name, the output's rows
+per batch id), for 5.8 5.7's reader over a backlog in three ranges (the false alarms in its
+output, and the batches whose rows stop short of their partition's end). Every Spark run uses
 ``trigger(availableNow=True)``; no check sleeps, and each verdict depends on the data only.
 """
 
@@ -23,6 +27,7 @@ from pathlib import Path
 import pytest
 from pyspark import cloudpickle
 from pyspark.sql import Row
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 
@@ -928,6 +933,103 @@ def _writer(nb, output: Path):
     return write
 
 
+def _first_writer(output: str):
+    """The notebook's found sink, as it is given: each batch's rows added to the folder."""
+
+    def write(batch, batch_id: int) -> None:
+        batch.withColumn("batch_id", F.lit(batch_id)).write.mode("append").parquet(output)
+
+    return write
+
+
+def _ints(value, name: str, what: str) -> list[int]:
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(n, int) and not isinstance(n, bool) for n in value
+    ):
+        raise CheckFailed(
+            f"{name} should be {what}.", expected="a list of ints", actual=repr(value)
+        )
+    return list(value)
+
+
+def _diagnosis_5_2(answer) -> dict:
+    keys = ["rows_per_batch", "third_life_ran"]
+    if not isinstance(answer, dict) or sorted(map(str, answer)) != keys:
+        raise CheckFailed(
+            "DIAGNOSIS_5_2 should be a dict with exactly the keys 'third_life_ran' and "
+            "'rows_per_batch'.",
+            expected=", ".join(map(repr, keys)),
+            actual=", ".join(sorted(map(repr, answer))) or "no keys"
+            if isinstance(answer, dict)
+            else repr(answer),
+        )
+    return {
+        "third_life_ran": _ints(
+            answer["third_life_ran"],
+            "DIAGNOSIS_5_2['third_life_ran']",
+            "the list of the batch ids that life 3 ran",
+        ),
+        "rows_per_batch": _ints(
+            answer["rows_per_batch"],
+            "DIAGNOSIS_5_2['rows_per_batch']",
+            "a list of ints: the output's rows for batch 0, batch 1, ...",
+        ),
+    }
+
+
+def _first_lives_show(spark, folder: Path) -> dict:
+    """The notebook's three lives through the found sink (a: Producers 1 and 2; b: Producers 1,
+    2 and 3; the newest commit deleted before life 3), as Spark shows them: the batches life 3's
+    progress reports name, and the output's rows per batch id."""
+    incoming, checkpoint, output = folder / "incoming", folder / "checkpoint", folder / "output"
+    write = _first_writer(str(output))
+
+    def life():
+        writer = (
+            _reference_changes(spark, incoming, 60_000)
+            .writeStream.foreachBatch(write)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+        )
+        query = _start(spark, writer)
+        finish(query, within=240, what="the check's run of the found sink")
+        return query
+
+    _write(incoming, "a", _lab04_beats(["Producer 1", "Producer 2"]))
+    life()
+    _write(incoming, "b", _lab04_beats(["Producer 1", "Producer 2", "Producer 3"]))
+    life()
+    commits = checkpoint / "commits"
+    newest = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(newest)).unlink()
+    (commits / f".{newest}.crc").unlink(missing_ok=True)
+    third = life()
+    counts = defaultdict(int)
+    for row in spark.read.parquet(str(output)).collect():
+        counts[row.batch_id] += 1
+    return {
+        "third_life_ran": sorted(p["batchId"] for p in third.recentProgress),
+        "rows_per_batch": [counts[b] for b in range(max(counts) + 1)],
+    }
+
+
+@exercise("5.2", timeout=300)
+def test_the_diagnosis_is_what_spark_shows_of_the_found_sink(nb, spark, tmp_path):
+    diagnosis = _diagnosis_5_2(nb.DIAGNOSIS_5_2)
+    spark_shows = spark_facts(
+        "5.2 the found sink", lambda: _first_lives_show(spark, tmp_path), check=__file__
+    )
+    expect_equal(
+        diagnosis,
+        spark_shows,
+        "DIAGNOSIS_5_2 against three lives of lab 04's query through first_writer, the "
+        "newest commits/N deleted before life 3: the batch ids that life 3's progress reports "
+        "name, and how many rows the output holds for batch 0, batch 1, ...",
+        hint="Read first_lives[2].recentProgress for the batches life 3 ran, and count the "
+        "output's rows per batch_id with spark.read.parquet, rather than reasoning from the code.",
+    )
+
+
 @exercise("5.2", timeout=120)
 def test_each_batch_lands_in_its_own_folder(nb, spark, tmp_path):
     output = tmp_path / "sink"
@@ -1147,6 +1249,135 @@ def _hub_rows(machine: str, seconds) -> list[dict]:
         }
         for s in seconds
     ]
+
+
+# The notebook's backlog for 5.8's diagnosis: every machine once a second from 1 s to 12 s, the
+# fourth of them silent from 5 s to 10 s; three ranges of event time, one file (and micro-batch)
+# each; the partitions' machines as the notebook's PARTITION_OF puts them.
+BACKLOG_PARTITIONS = {"Producer 1": "0", "Producer 2": "0", "Producer 3": "1", "Producer 4": "1"}
+BACKLOG_SILENT = {"Producer 4": range(5, 11)}
+BACKLOG_RANGES = [(1, 4), (5, 8), (9, 12)]
+
+
+def _backlog_files(incoming: Path) -> None:
+    log = defaultdict(list)  # partition -> [(sequence number, second, machine)]
+    for second in range(1, 13):
+        for machine, partition in BACKLOG_PARTITIONS.items():
+            if second not in BACKLOG_SILENT.get(machine, ()):
+                log[partition].append((len(log[partition]), second, machine))
+    for batch, (first, last) in enumerate(BACKLOG_RANGES):
+        _write(
+            incoming,
+            f"range-{batch}",
+            [
+                {
+                    "partition": partition,
+                    "machine_name": machine,
+                    "event_time": datetime.fromtimestamp(
+                        START.timestamp() + second, tz=UTC
+                    ).isoformat(),
+                    "sequence_number": sequence,
+                    "last_enqueued_sequence_number": entries[-1][0],
+                }
+                for partition, entries in sorted(log.items())
+                for sequence, second, machine in entries
+                if first <= second <= last
+            ],
+        )
+
+
+def _diagnosis_5_8(answer) -> dict:
+    keys = ["alarm_batches", "cut_short", "false_alarms"]
+    if not isinstance(answer, dict) or sorted(map(str, answer)) != keys:
+        raise CheckFailed(
+            "DIAGNOSIS_5_8 should be a dict with exactly the keys 'false_alarms', "
+            "'alarm_batches' and 'cut_short'.",
+            expected=", ".join(map(repr, keys)),
+            actual=", ".join(sorted(map(repr, answer))) or "no keys"
+            if isinstance(answer, dict)
+            else repr(answer),
+        )
+    names = answer["false_alarms"]
+    if not isinstance(names, list | tuple | set) or not all(isinstance(n, str) for n in names):
+        raise CheckFailed(
+            "DIAGNOSIS_5_8['false_alarms'] should be a list of machine names.",
+            expected="a list of strings",
+            actual=repr(names),
+        )
+    return {
+        "false_alarms": sorted(names),
+        "alarm_batches": sorted(
+            _ints(answer["alarm_batches"], "DIAGNOSIS_5_8['alarm_batches']", "a list of batch ids")
+        ),
+        "cut_short": sorted(
+            _ints(answer["cut_short"], "DIAGNOSIS_5_8['cut_short']", "a list of batch ids")
+        ),
+    }
+
+
+def _found_reader_shows(spark, folder: Path) -> dict:
+    """The course's CatchUpReader (every range taken as read to its end) on Spark over the
+    notebook's backlog, as Spark shows it: the transitions its sink holds per batch, and the
+    rows of the file each batch read, as the checkpoint's sources/0/N names it."""
+    incoming, checkpoint, output = folder / "incoming", folder / "checkpoint", folder / "out"
+    _backlog_files(incoming)
+    ref = _reference()
+    reader = spark.readStream.schema(HEARTBEAT_SCHEMA).option("maxFilesPerTrigger", 1)
+    changes = ref.catch_up_changes(reader.json(str(incoming)), ref.CatchUpReader(timeout_ms=5_000))
+    _run_to_batches(spark, changes, checkpoint, output)
+    beats: dict[str, list[int]] = defaultdict(list)
+    cut_short = set()
+    for entry in (checkpoint / "sources" / "0").iterdir():
+        if not entry.name.isdigit():
+            continue
+        batch = int(entry.name)
+        for line in entry.read_text().splitlines()[1:]:
+            rows = spark.read.schema(HEARTBEAT_SCHEMA).json(json.loads(line)["path"]).collect()
+            ends = defaultdict(lambda: [-1, -1])  # partition -> [greatest read, greatest end]
+            for row in rows:
+                beats[row.machine_name].append(_after_start(row.event_time))
+                ends[row.partition][0] = max(ends[row.partition][0], row.sequence_number)
+                ends[row.partition][1] = max(
+                    ends[row.partition][1], row.last_enqueued_sequence_number
+                )
+            if any(read < end for read, end in ends.values()):
+                cut_short.add(batch)
+    false = [
+        (r.machine_name, r.batch_id)
+        for r in spark.read.parquet(str(output)).collect()
+        if r.status == UNHEALTHY
+        and any(
+            _after_start(r.last_status_change_time) - 5_000
+            < beat
+            <= _after_start(r.last_status_change_time)
+            for beat in beats[r.machine_name]
+        )
+    ]
+    return {
+        "false_alarms": sorted({machine for machine, _ in false}),
+        "alarm_batches": sorted({batch for _, batch in false}),
+        "cut_short": sorted(cut_short),
+    }
+
+
+@exercise("5.8", timeout=400)
+def test_the_diagnosis_is_what_spark_shows_of_the_found_reader(nb, spark, tmp_path):
+    diagnosis = _diagnosis_5_8(nb.DIAGNOSIS_5_8)
+    spark_shows = spark_facts(
+        "5.8 the found reader", lambda: _found_reader_shows(spark, tmp_path), check=__file__
+    )
+    expect_equal(
+        diagnosis,
+        spark_shows,
+        "DIAGNOSIS_5_8 against a run of 5.7's CatchUpReader on Spark over the notebook's backlog "
+        "in three ranges: the machines with a false alarm (an Unhealthy row whose machine sent a "
+        "heartbeat in the 5 s up to its last_status_change_time), the batches that wrote one, "
+        "and the batches whose rows stop short of their partition's end (sequence_number below "
+        "last_enqueued_sequence_number).",
+        hint="Read the output with its batch_id, and the file each batch read "
+        "(range-N.json for batch N) with its sequence numbers, rather than reasoning from the "
+        "code.",
+    )
 
 
 @exercise("5.8", timeout=400)

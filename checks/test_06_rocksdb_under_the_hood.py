@@ -7,7 +7,8 @@ check sets, against lab 04's processor, with the other handler taken from the co
 solution so that each exercise is graded on its own. Then Spark checks on generated files with
 ``trigger(availableNow=True)``, asserting on the session's settings, on what is in the
 checkpoint, on the change feed and on the progress reports, never on timings. The predictions
-(6.3, 6.8, 6.11) are compared with what Spark does on the same input, computed here. The Spark
+(6.3, 6.8, 6.11) are compared with what Spark does on the same input, computed here, and 6.1's
+diagnosis with what the helper as found does to this session's settings. The Spark
 UI's state metrics (6.9) are read from an execution its REST API served (``data/``); the alert
 rule (6.10) is provoked on hand-made rows and on the rows of a real query.
 """
@@ -1325,8 +1326,98 @@ def _after(spark, keys) -> dict:
     return {key: spark.conf.get(key, None) for key in keys}
 
 
+#: 6.1's outcomes: what spark.conf.get(key, None) gives after a helper's block, against before.
+AS_BEFORE, FORGOTTEN, BLOCK_VALUE = "as before", "forgotten", "block value"
+#: 6.1's cases: the key, the value the block sets, and whether the block raises.
+CASES = {
+    "after_return": (CHANGELOG, "false", False),
+    "after_raise": (CHANGELOG, "false", True),
+    "never_set": (UNSET_KEY, "on", False),
+}
+DIAGNOSIS_HINT = (
+    "Run the helper as found in the notebook, for each case: print spark.conf.get(key, None) "
+    "before the block and after it, catching the exception of a block that raises."
+)
+
+
+@contextmanager
+def _settings_as_found(spark, settings):
+    """The helper as the notebook gives it (session_settings_as_found)."""
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    yield
+    for key in settings:
+        spark.conf.unset(key)
+
+
+def _diagnosis_6_1(answer) -> dict:
+    """DIAGNOSIS_6_1, checked for shape before it is compared with the session."""
+    keys = sorted(CASES)
+    if not isinstance(answer, dict) or sorted(map(str, answer)) != keys:
+        raise CheckFailed(
+            "DIAGNOSIS_6_1 should be a dict with exactly the keys 'after_raise', 'after_return' "
+            "and 'never_set'.",
+            expected=f"a dict with the keys {keys!r}",
+            actual=answer if not isinstance(answer, dict) else sorted(map(repr, answer)),
+            hint=DIAGNOSIS_HINT,
+        )
+    for case, outcome in answer.items():
+        if outcome not in (AS_BEFORE, FORGOTTEN, BLOCK_VALUE):
+            raise CheckFailed(
+                f"DIAGNOSIS_6_1[{case!r}] should be one of the setup cell's outcomes: AS_BEFORE, "
+                "FORGOTTEN or BLOCK_VALUE.",
+                expected=f"one of {AS_BEFORE!r}, {FORGOTTEN!r}, {BLOCK_VALUE!r}",
+                actual=outcome,
+                hint=DIAGNOSIS_HINT,
+            )
+    return dict(answer)
+
+
+def _outcome(before, block_value, after) -> str:
+    if after == before:
+        return AS_BEFORE
+    if after == block_value:
+        return BLOCK_VALUE
+    if after is None:
+        return FORGOTTEN
+    raise CheckFailed(  # neither: the helper as found cannot do that
+        "After the helper as found, the session gave a value that is neither the one before the "
+        "block nor the block's (a course bug).",
+        expected=f"{before!r} or {block_value!r} or None",
+        actual=after,
+    )
+
+
+def _what_the_found_helper_does(spark) -> dict:
+    """Each case of DIAGNOSIS_6_1, run with the helper as found on this session."""
+    shows = {}
+    for case, (key, value, raises) in CASES.items():
+        with _repaired(spark, [key]):
+            if key == UNSET_KEY:
+                spark.conf.unset(key)
+            before = spark.conf.get(key, None)
+            try:
+                with _settings_as_found(spark, {key: value}):
+                    if raises:
+                        raise KeyError("a query that failed to start")
+            except KeyError:
+                pass
+            shows[case] = _outcome(before, value, spark.conf.get(key, None))
+    return shows
+
+
 @exercise("6.1", timeout=60, hint=SETTINGS_HINT)
 def test_the_session_is_as_before_after_the_block(nb, spark):
+    diagnosis = _diagnosis_6_1(nb.DIAGNOSIS_6_1)
+    expect_equal(
+        diagnosis,
+        _what_the_found_helper_does(spark),
+        "DIAGNOSIS_6_1 against the helper as found, run on this session: for each case, what "
+        "spark.conf.get(key, None) gives after the block, against what it gave before "
+        "(after_return: a key the session had, after a block that ends normally; after_raise: "
+        "the same after a block that raises; never_set: a key the session did not have).",
+        hint=DIAGNOSIS_HINT,
+    )
     settings = {CHANGELOG: "false", PROVIDER: "org.example.NoSuchProvider", UNSET_KEY: "on"}
     with _repaired(spark, settings) as before:
         spark.conf.unset(UNSET_KEY)

@@ -4,7 +4,9 @@ Pure-Python checks first (the scheduler's allocation file), then Spark: batch Da
 the parsing and sampling rules, then streams over JSON files the check writes, run with
 ``trigger(availableNow=True)``, twice on one checkpoint where the watermark matters. Times
 are compared as seconds after ``START`` computed by Spark, never as Python datetimes (which
-``collect()`` turns into the machine's local time).
+``collect()`` turns into the machine's local time). The diagnoses of the debug exercises (7.5,
+7.8) are compared with the code as found, run here on the notebook's story and read back from
+its progress reports, its sink and, for 7.8, the Delta table's history.
 """
 
 import json
@@ -21,6 +23,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streamlab.deadlines import finish
 from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
 from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
+from streamlab.grading.facts import spark_facts
 from streamlab.grading.verdict import query_cause
 
 START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
@@ -707,13 +710,117 @@ def test_alerts_are_the_anomalies_as_json(nb, spark):
     )
 
 
+DIAGNOSIS_7_5_KEYS = {
+    "alerts": "how many alerts the two runs wrote, an int",
+    "dropped_in": "the id of the micro-batch that dropped rows as too late, an int",
+    "watermark": "the watermark that micro-batch ran with, as 'HH:MM:SS'",
+    "late_rows": "how many rows it dropped so, an int",
+}
+ALERTS_DIAGNOSIS_HINT = (
+    "Read the found version's runs in the notebook: count the rows of its sink, then find, in "
+    "the runs' recentProgress, the report whose state operator has numRowsDroppedByWatermark "
+    "above 0, and read its batchId and eventTime's watermark."
+)
+
+
+def _diagnosis_shape(answer, name: str, keys: dict[str, str], checks: dict, hint: str) -> dict:
+    """A diagnosis dict with exactly ``keys``, each value passing its check in ``checks``."""
+    if not isinstance(answer, dict) or sorted(map(str, answer)) != sorted(keys):
+        raise CheckFailed(
+            f"{name} should be a dict with exactly the keys {', '.join(map(repr, keys))}.",
+            expected=f"a dict with the keys {sorted(keys)!r}",
+            actual=answer if not isinstance(answer, dict) else sorted(map(repr, answer)),
+            hint=hint,
+        )
+    for key, what in keys.items():
+        if not checks[key](answer[key]):
+            raise CheckFailed(
+                f"{name}[{key!r}] should be {what}.", expected=what, actual=answer[key], hint=hint
+            )
+    return dict(answer)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_clock(value) -> bool:
+    return isinstance(value, str) and len(value) == 8 and value[2] == value[5] == ":"
+
+
+def _alert_events_as_found(readings: DataFrame) -> DataFrame:
+    """The alerts query as the notebook gives it (alert_events_as_found)."""
+    return (
+        readings.withWatermark("event_time", "30 seconds")
+        .dropDuplicates(["device_id", "event_time"])
+        .where(F.col("sensor_freq") < 0)
+        .select(
+            F.to_json(F.struct("device_id", "sensor_freq", "event_time")).alias("body"),
+            F.col("device_id").alias("partitionKey"),
+        )
+    )
+
+
+def _what_the_found_alerts_do(spark, root: Path) -> dict:
+    """The found alerts over the notebook's two files, one run each, as Spark reports them."""
+    folder, output, checkpoint = root / "readings", root / "alerts", root / "checkpoint"
+    folder.mkdir(parents=True)
+    alerts = _alert_events_as_found(spark.readStream.schema(READING_DDL).json(str(folder)))
+    progress = []
+    for order, readings in enumerate((NOTEBOOK_RUN_1, NOTEBOOK_RUN_2)):
+        deliver(folder, f"run-{order}", [reading_line(*r) for r in readings], order=order)
+        query = (
+            alerts.writeStream.format("parquet")
+            .option("path", str(output))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        finish(query, within=240, what="the found alerts to read the notebook's readings")
+        progress += query.recentProgress
+    dropping = [
+        (p["batchId"], p["eventTime"]["watermark"][11:19], dropped)
+        for p in progress
+        if (dropped := sum(op["numRowsDroppedByWatermark"] for op in p["stateOperators"]))
+    ]
+    expect_equal(
+        len(dropping), 1, "One batch of the found alerts should drop late rows (a course bug)."
+    )
+    ((batch, watermark, dropped),) = dropping
+    return {
+        "alerts": spark.read.parquet(str(output)).count(),
+        "dropped_in": batch,
+        "watermark": watermark,
+        "late_rows": dropped,
+    }
+
+
 @exercise(
     "7.5",
-    timeout=90,
+    timeout=180,
     hint="A watermark makes a de-duplication drop the rows older than it, and an aggregation "
     "those whose window it closed: the alerts need neither.",
 )
 def test_alerts_come_at_once_without_state(nb, spark, tmp_path, checkpoint_dir):
+    diagnosis = _diagnosis_shape(
+        nb.DIAGNOSIS_7_5,
+        "DIAGNOSIS_7_5",
+        DIAGNOSIS_7_5_KEYS,
+        {"alerts": _is_int, "dropped_in": _is_int, "watermark": _is_clock, "late_rows": _is_int},
+        ALERTS_DIAGNOSIS_HINT,
+    )
+    expect_equal(
+        diagnosis,
+        spark_facts(
+            "7.5 the found alerts",
+            lambda: _what_the_found_alerts_do(spark, tmp_path / "found"),
+            check=__file__,
+        ),
+        "DIAGNOSIS_7_5 against the found alerts run on the notebook's two files, one run each: "
+        "the alerts in its sink, and the one micro-batch whose state operator dropped rows as "
+        "too late, with the watermark it ran with and numRowsDroppedByWatermark.",
+        hint=ALERTS_DIAGNOSIS_HINT,
+    )
     folder, output = tmp_path / "readings", tmp_path / "alerts"
     folder.mkdir()
     alerts = alerts_of(nb, spark.readStream.schema(READING_DDL).json(str(folder)))
@@ -1050,14 +1157,120 @@ def _samples_table(table: Path) -> list[tuple]:
     )
 
 
+DIAGNOSIS_7_8_KEYS = {
+    "appended": "a dict {batch id: rows it added}, ints, batches that added none left out",
+    "replayed": "a sorted list of the batch ids Spark ran more than once",
+    "closing_batch": "the id of the first batch whose watermark is at or past 10:01:00, an int",
+}
+SAMPLES_DIAGNOSIS_HINT = (
+    "Read the found writer's runs in the notebook: found_progress holds one report per batch run, "
+    "in order, and the table's history one commit per call of the writer, in the same order, "
+    "each with num_added_rows in its operationMetrics."
+)
+#: The notebook's story for 7.8: (file, readings) delivered in order; a crash and a restart after
+#: every file but the first.
+SAMPLES_STORY = [
+    ("a", [("d1", 5, 50.0, 1), ("d1", 25, 50.2, 3)]),
+    ("b", [("d1", 15, 50.1, 2)]),
+    ("c", [("d1", 125, 50.3, 4)]),
+]
+
+
+def _samples_writer_as_found(samples: DataFrame, table: str):
+    """The writer as the notebook gives it (samples_writer_as_found)."""
+    from deltalake import write_deltalake
+
+    def append(batch: DataFrame, batch_id: int) -> None:
+        write_deltalake(table, batch.toArrow(), mode="append")
+
+    return samples.writeStream.outputMode("update").foreachBatch(append)
+
+
+def _what_the_found_writer_does(spark, root: Path) -> dict:
+    """The found writer on the notebook's story, as its progress reports and its table's
+    history show it: each batch run's reports and commits, paired in order."""
+    from deltalake import DeltaTable
+
+    folder, table, checkpoint = root / "readings", root / "samples", root / "checkpoint"
+    folder.mkdir(parents=True)
+    samples = _counted_windows(spark, folder)
+    progress = []
+
+    def run() -> None:
+        query = (
+            _samples_writer_as_found(samples, str(table))
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        finish(query, within=240, what="the found writer to read the notebook's readings")
+        progress.extend(query.recentProgress)
+
+    for order, (name, readings) in enumerate(SAMPLES_STORY):
+        deliver(folder, name, [reading_line(*r) for r in readings], order)
+        run()
+        if order > 0:
+            _crash_before_commit(checkpoint)
+            run()
+    history = sorted(DeltaTable(str(table)).history(), key=lambda entry: entry["version"])
+    expect_equal(
+        len(history),
+        len(progress),
+        "The found writer should commit once per batch run (a course bug if not).",
+    )
+    appended: dict[int, int] = {}
+    for report, commit in zip(progress, history):
+        added = int(commit.get("operationMetrics", {}).get("num_added_rows", 0))
+        if added:
+            appended[report["batchId"]] = appended.get(report["batchId"], 0) + added
+    ids = [report["batchId"] for report in progress]
+    closes = at(60).strftime("%Y-%m-%dT%H:%M:%S")
+    return {
+        "appended": appended,
+        "replayed": sorted({batch for batch in ids if ids.count(batch) > 1}),
+        "closing_batch": min(
+            report["batchId"]
+            for report in progress
+            if report["eventTime"].get("watermark", "")[:19] >= closes
+        ),
+    }
+
+
 @exercise(
     "7.8",
-    timeout=240,
+    timeout=420,
     hint="Update mode emits every window a batch changed, open or closed; append mode emits a "
     "window once, when the watermark closes it. And a plain append writes a replayed batch again.",
 )
 def test_each_closed_window_lands_once(nb, spark, tmp_path, checkpoint_dir):
     from pyspark.sql.streaming import DataStreamWriter
+
+    diagnosis = _diagnosis_shape(
+        nb.DIAGNOSIS_7_8,
+        "DIAGNOSIS_7_8",
+        DIAGNOSIS_7_8_KEYS,
+        {
+            "appended": lambda v: (
+                isinstance(v, dict) and all(_is_int(k) and _is_int(n) for k, n in v.items())
+            ),
+            "replayed": lambda v: isinstance(v, list | tuple) and all(map(_is_int, v)),
+            "closing_batch": _is_int,
+        },
+        SAMPLES_DIAGNOSIS_HINT,
+    )
+    expect_equal(
+        {**diagnosis, "replayed": sorted(diagnosis["replayed"])},
+        spark_facts(
+            "7.8 the found writer",
+            lambda: _what_the_found_writer_does(spark, tmp_path / "found"),
+            check=__file__,
+        ),
+        "DIAGNOSIS_7_8 against the found writer played on the notebook's story (three files, a "
+        "crash and a restart after the second and after the third): the rows each batch added "
+        "to the table, all its runs together; the batches Spark ran more than once; and the "
+        "first batch that ran with a watermark at or past 10:01:00.",
+        hint=SAMPLES_DIAGNOSIS_HINT,
+    )
 
     folder, table = tmp_path / "readings", tmp_path / "samples"
     folder.mkdir()

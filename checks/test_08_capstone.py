@@ -6,8 +6,11 @@ time zones (8.1); what a replayed batch leaves in an in-process status hub, agai
 learner's prediction (8.2); the pipeline, with lab 05's ``CatchUpProcessor``, over parquet
 files in the eventhubs source's schema, one file per micro-batch, run with
 ``trigger(availableNow=True)`` (8.4); the wired query, looked at unstarted and then run to the
-end of its input against an in-process hub, on heartbeats sent before it starts (8.6). No check sleeps, and every verdict
-depends on the data only: the processor stamps each change with the heartbeats' enqueue
+end of its input against an in-process hub, on heartbeats sent before it starts (8.6). The
+diagnoses of the two debug exercises are graded against a trial of the code as found, run here
+on an in-process hub as the notebook runs it: the runbook's source options read to the end of
+what the hub holds, by its progress reports (8.5); the wiring's status events and its last
+progress report (8.6). No check sleeps, and every verdict depends on the data only: the processor stamps each change with the heartbeats' enqueue
 times, which the checks choose or read back from the hub.
 """
 
@@ -18,7 +21,7 @@ import os
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,8 +29,14 @@ import pytest
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
 from pyspark import cloudpickle
 
+from streamlab import registry
+from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
+from streamlab.grading.facts import spark_facts
 from streamlab.grading.verdict import query_cause
+from streamlab.paths import REPO_ROOT
+from streamlab.solutions import load_solution
+from streamlab.spark_private import writer_setting
 
 # Spark's Python workers cannot import this file: send what it defines by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -50,6 +59,10 @@ def _lab05():
     from streamlab.monitor import reference_solution
 
     return reference_solution()
+
+
+#: The solutions the trials of 8.5 and 8.6 run: lab 05's processor, lab 08's pipeline.
+TRIAL_NOTEBOOKS = [registry.lab(n).notebook(REPO_ROOT / "solutions") for n in ("05", "08")]
 
 
 def _processor(timeout_ms: int):
@@ -336,8 +349,118 @@ def _settings(nb, *args, **kwargs) -> dict:
     return settings
 
 
-@exercise("8.5")
-def test_the_settings_for_three_machines(nb):
+def monitor_settings_as_found(
+    connection_string,
+    fleet_size,
+    checkpoint_root,
+    *,
+    trigger_ms=500,
+    catch_up_factor=10,
+    consumer_group="$Default",
+):
+    """The runbook function as the notebook shows it, found."""
+    return {
+        "source": {
+            "connectionString": connection_string,
+            "eventHubName": "heartbeats",
+            "consumerGroup": consumer_group,
+            "startingPosition": "earliest",
+            "maxEventsPerTrigger": str(fleet_size * catch_up_factor // 10),
+        },
+        "sink": {"connectionString": connection_string, "eventHubName": "status"},
+        "checkpointLocation": str(PurePosixPath(checkpoint_root) / "heartbeat-monitor"),
+        "trigger": f"{trigger_ms} milliseconds",
+    }
+
+
+#: The notebook's trial of the runbook as found: three machines, a heartbeat each per second for
+#: four seconds, all in the hub before a new monitor starts, sized for a 2 s trigger.
+TRIAL_FLEET = ["Producer 1", "Producer 2", "Producer 3"]
+TRIAL_SECONDS = 4
+RUNBOOK_KEYS = ("batch_sizes", "old_events_read")
+
+
+def _runbook_diagnosis(answer) -> dict:
+    if not isinstance(answer, dict):
+        raise CheckFailed(
+            "DIAGNOSIS_8_5 should be a dict with the keys 'old_events_read' and 'batch_sizes'.",
+            expected="a dict",
+            actual=type(answer).__name__,
+        )
+    if sorted(map(str, answer)) != sorted(RUNBOOK_KEYS):
+        raise CheckFailed(
+            "DIAGNOSIS_8_5 should have exactly the keys 'old_events_read' and 'batch_sizes'.",
+            expected=sorted(RUNBOOK_KEYS),
+            actual=sorted(map(repr, answer)),
+        )
+
+    def is_count(value) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+    if not is_count(answer["old_events_read"]):
+        raise CheckFailed(
+            "DIAGNOSIS_8_5['old_events_read'] should be a count: a whole number, 0 or more.",
+            expected="an int",
+            actual=repr(answer["old_events_read"]),
+        )
+    sizes = answer["batch_sizes"]
+    if not isinstance(sizes, list | tuple) or not all(is_count(n) for n in sizes):
+        raise CheckFailed(
+            "DIAGNOSIS_8_5['batch_sizes'] should be a list of counts, the events each "
+            "micro-batch read, in batch order.",
+            expected="a list of ints, e.g. [7, 2]",
+            actual=repr(sizes),
+        )
+    return {"old_events_read": answer["old_events_read"], "batch_sizes": list(sizes)}
+
+
+def _runbook_trial(spark, root: Path) -> dict:
+    """The notebook's trial, run here, and what its progress reports say it read."""
+    from streamlab.hub import Hub
+
+    with Hub(data_dir=root / "emulator", port=0) as hub:
+        _send(
+            hub.connection_string,
+            [_heartbeat(m) for _ in range(TRIAL_SECONDS) for m in TRIAL_FLEET],
+        )
+        settings = monitor_settings_as_found(
+            hub.connection_string, len(TRIAL_FLEET), str(root), trigger_ms=2_000
+        )
+        query = (
+            spark.readStream.format("eventhubs")
+            .options(**settings["source"])
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", settings["checkpointLocation"])
+            .trigger(availableNow=True)
+            .start()
+        )
+        finish(query, within=240, what="the trial of the runbook as found to read the hub")
+    read = {report["batchId"]: report["numInputRows"] for report in query.recentProgress}
+    return {
+        "old_events_read": sum(read.values()),
+        "batch_sizes": [read[batch] for batch in sorted(read)],
+    }
+
+
+@exercise("8.5", timeout=360)
+def test_the_settings_for_three_machines(nb, spark, tmp_path):
+    diagnosis = _runbook_diagnosis(nb.DIAGNOSIS_8_5)
+    expect_equal(
+        diagnosis,
+        spark_facts(
+            "8.5 the runbook as found",
+            lambda: _runbook_trial(spark, tmp_path / "trial"),
+            check=__file__,
+            inputs=TRIAL_NOTEBOOKS,
+        ),
+        "DIAGNOSIS_8_5 against the trial run here: the runbook as found, for three machines at a "
+        "2 s trigger, on a hub that held four seconds of their heartbeats before the start; "
+        "from its progress reports, the events read in all and the events each micro-batch "
+        "read, in batch order.",
+        hint="Take numInputRows from each report of trial.recentProgress, in batchId order, "
+        "and add them up.",
+    )
     got = _settings(nb, CS, 3, "/data/checkpoints")
     expected = {
         "source": {
@@ -950,14 +1073,113 @@ def _writer(nb, spark, settings: dict, timeout_ms: int = HOUR_MS):
 
 def _writer_field(writer, name: str):
     # The writer's settings live in private fields of Spark's DataStreamWriter (4.3).
-    java = writer._jwrite
-    field = java.getClass().getDeclaredField(name)
-    field.setAccessible(True)
-    return field.get(java)
+    return writer_setting(writer, name)
 
 
-@exercise("8.6", timeout=60)
+def monitor_writer_as_found(spark, settings: dict, processor):
+    """The wiring as the notebook shows it, found, on the course's own pipeline."""
+    lab08 = load_solution("08")
+    events = spark.readStream.format("eventhubs").options(**settings["source"]).load()
+    return (
+        lab08.monitor_stream(events, processor)
+        .select("body")
+        .writeStream.format("eventhubs")
+        .options(**settings["sink"])
+        .option("checkpointLocation", settings["checkpointLocation"])
+        .trigger(processingTime=settings["trigger"])
+        .queryName("heartbeat_monitor")
+    )
+
+
+WIRING_KEYS = ("read_to_end", "status_events")
+
+
+def _wiring_diagnosis(answer) -> dict:
+    if not isinstance(answer, dict):
+        raise CheckFailed(
+            "DIAGNOSIS_8_6 should be a dict with the keys 'status_events' and 'read_to_end'.",
+            expected="a dict",
+            actual=type(answer).__name__,
+        )
+    if sorted(map(str, answer)) != sorted(WIRING_KEYS):
+        raise CheckFailed(
+            "DIAGNOSIS_8_6 should have exactly the keys 'status_events' and 'read_to_end'.",
+            expected=sorted(WIRING_KEYS),
+            actual=sorted(map(repr, answer)),
+        )
+    events = answer["status_events"]
+    if not isinstance(events, list | tuple) or not all(
+        isinstance(e, list | tuple) and len(e) == 3 for e in events
+    ):
+        raise CheckFailed(
+            "DIAGNOSIS_8_6['status_events'] should be a list of (partition key, machine_name, "
+            "status) tuples, one per event of the status hub.",
+            expected="a list of 3-tuples, e.g. [('Producer 9', 'Producer 9', 'Healthy')]",
+            actual=repr(events),
+        )
+    if not isinstance(answer["read_to_end"], bool):
+        raise CheckFailed(
+            "DIAGNOSIS_8_6['read_to_end'] should be True or False.",
+            expected="a bool",
+            actual=repr(answer["read_to_end"]),
+        )
+    return {
+        "read_to_end": answer["read_to_end"],
+        "status_events": sorted((tuple(e) for e in events), key=_sortable),
+    }
+
+
+def _offsets(value) -> dict:
+    """A progress report's offsets, given as JSON text or already read."""
+    return json.loads(value) if isinstance(value, str) else dict(value)
+
+
+def _wiring_trial(spark, root: Path) -> dict:
+    """The notebook's trial of the wiring as found, run here: what the status hub then holds,
+    and whether the last batch read every partition to its end, by its progress report."""
+    from streamlab.hub import Hub
+
+    with Hub(data_dir=root / "emulator", port=0) as hub:
+        cs = hub.connection_string
+        _send(cs, [("Producer 3", b"{oops"), _heartbeat("Producer 1"), _heartbeat("Producer 2")])
+        settings = _settings_for(cs, root / "checkpoint", trigger="500 milliseconds")
+        writer = monitor_writer_as_found(spark, settings, _processor(timeout_ms=1))
+        spark.conf.set(NO_DATA_BATCHES, "false")
+        try:
+            query = writer.trigger(availableNow=True).start()
+        finally:
+            spark.conf.unset(NO_DATA_BATCHES)
+        finish(query, within=240, what="the trial of the wiring as found to read the hub")
+        events = _status_events(cs)
+    last = query.lastProgress["sources"][0]
+    status_events = []
+    for event in events:
+        body = json.loads(event.body_as_str())
+        status_events.append((_key(event), body.get("machine_name"), body.get("status")))
+    return {
+        "read_to_end": _offsets(last["latestOffset"]) == _offsets(last["endOffset"]),
+        "status_events": sorted(status_events, key=_sortable),
+    }
+
+
+@exercise("8.6", timeout=360)
 def test_the_writer_is_set_up_from_the_settings(nb, spark, tmp_path):
+    diagnosis = _wiring_diagnosis(nb.DIAGNOSIS_8_6)
+    expect_equal(
+        diagnosis,
+        spark_facts(
+            "8.6 the wiring as found",
+            lambda: _wiring_trial(spark, tmp_path / "trial"),
+            check=__file__,
+            inputs=TRIAL_NOTEBOOKS,
+        ),
+        "DIAGNOSIS_8_6 against the trial run here: the wiring as found, with a 1 ms timeout, on "
+        "a hub holding a broken event and a heartbeat of Producer 1 and of Producer 2: every "
+        "event of the status hub as (partition key, machine_name, status), sorted, and whether "
+        "the last batch's progress report has each partition's endOffset at its latestOffset.",
+        hint="Read wiring_received (each event's partition_key and body) and "
+        "wiring_trial.lastProgress['sources'][0].",
+    )
     settings = _settings_for(FAKE_CS, tmp_path / "checkpoint")
     writer = _writer(nb, spark, settings)
     sink = _writer_field(writer, "source")

@@ -6,7 +6,9 @@ table against lab 05's processor in Spark's order of a micro-batch (10.4), the m
 built here (10.6). Then Spark, each run with ``trigger(availableNow=True)`` over files written
 here: the seven restarts whose outcomes 10.1 predicts, the repartition 10.5 predicts, the upgrade
 of a checkpoint from version 1 of the gaps processor to the learner's version 2 with Avro (10.3),
-and lab 04's state read back for a migration (10.6). Predictions are graded against what Spark
+lab 04's state read back for a migration (10.6), and the first migration of the notebook,
+whose state and timers after its batch, read with the state reader, grade the diagnosis of
+10.7. Predictions and diagnoses are graded against what Spark
 does here and now, never against a copy of the answer. No check sleeps or reads the wall clock.
 """
 
@@ -47,6 +49,7 @@ from streamlab.restart_trials import (
     try_restart,
 )
 from streamlab.solutions import load_solution
+from streamlab.spark_private import SparkChanged, repartition_state
 from streamlab.tws_batches import pending_timers, spark_batch, spark_initial_state
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.
@@ -636,8 +639,127 @@ OLD = [
 ]
 
 
-@exercise("10.7", hint="A partition that receives nothing runs only its timer.")
-def test_migration_arms_every_partition(nb):
+class _HastyMigration(LAB05.CatchUpProcessor):
+    """The notebook's first migration, as it shows it: the machine in, the timer as it was."""
+
+    def handleInitialState(self, key, initialState, timerValues) -> None:
+        machines, timer_ms = self.load()
+        machines[initialState.machine_name] = (initialState.status, initialState.last_heartbeat_ms)
+        self.save(machines, timer_ms)
+
+
+#: The notebook's story on Spark: the machines lab 04 handed over (partition, machine, last
+#: heartbeat in s after START), and the migration's batch, Producer 1's heartbeat at 100 s.
+HANDOVER = [("0", "Producer 1", 99), ("0", "Producer 2", 98), ("1", "Producer 3", 97)]
+HUB_PARTITIONS = ("0", "1")
+DIAGNOSIS_KEYS = ("machines", "timers")
+
+
+def _diagnosis(answer) -> dict:
+    """DIAGNOSIS_10_7, checked for its shape, with each list of machines sorted."""
+    if not isinstance(answer, dict):
+        raise CheckFailed(
+            "DIAGNOSIS_10_7 should be a dict with the keys 'machines' and 'timers'.",
+            expected="a dict",
+            actual=type(answer).__name__,
+        )
+    if sorted(map(str, answer)) != sorted(DIAGNOSIS_KEYS):
+        raise CheckFailed(
+            "DIAGNOSIS_10_7 should have exactly the keys 'machines' and 'timers'.",
+            expected=sorted(DIAGNOSIS_KEYS),
+            actual=sorted(map(repr, answer)),
+        )
+    for name in DIAGNOSIS_KEYS:
+        per_partition = answer[name]
+        if not isinstance(per_partition, dict) or sorted(map(str, per_partition)) != list(
+            HUB_PARTITIONS
+        ):
+            raise CheckFailed(
+                f"DIAGNOSIS_10_7[{name!r}] should be a dict keyed by the hub partitions '0' and "
+                "'1' (strings, as key.partition).",
+                expected="{'0': ..., '1': ...}",
+                actual=repr(per_partition),
+            )
+    for partition, machines in answer["machines"].items():
+        if not (isinstance(machines, list | tuple) and all(isinstance(m, str) for m in machines)):
+            raise CheckFailed(
+                f"DIAGNOSIS_10_7['machines'][{partition!r}] should be a list of machine names.",
+                expected="a list of strings, e.g. ['Producer 9']",
+                actual=repr(machines),
+            )
+    for partition, count in answer["timers"].items():
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise CheckFailed(
+                f"DIAGNOSIS_10_7['timers'][{partition!r}] should be how many timers Spark holds "
+                "for the partition: a whole number, 0 when none.",
+                expected="an int",
+                actual=repr(count),
+            )
+    return {
+        "machines": {str(p): sorted(m) for p, m in answer["machines"].items()},
+        "timers": {str(p): n for p, n in answer["timers"].items()},
+    }
+
+
+def _hasty_migration_on_spark(spark, root: Path) -> dict:
+    """What Spark holds after the first migration's batch, read with the state reader: per hub
+    partition, the machines its value state holds and the timers registered for it."""
+    _write(root / "incoming", [100], {"Producer 1": "0"})
+    handover = spark.createDataFrame(
+        [(p, m, HEALTHY, START_MS + s * 1000) for p, m, s in HANDOVER],
+        "partition STRING, machine_name STRING, status STRING, last_heartbeat_ms LONG",
+    )
+    migration = (
+        _source(spark, root / "incoming")
+        .groupBy("partition")
+        .transformWithState(
+            _HastyMigration(timeout_ms=5_000),
+            LAB05.TRANSITION_SCHEMA,
+            "Append",
+            "ProcessingTime",
+            initialState=handover.groupBy("partition"),
+        )
+    )
+    checkpoint = root / "checkpoint"
+    run_available_now(migration, checkpoint, root / "output")
+    held = (
+        spark.read.format("statestore")
+        .option("stateVarName", "partition")
+        .load(str(checkpoint))
+        .collect()
+    )
+    armed = [
+        row.key.partition
+        for row in spark.read.format("statestore")
+        .option("readRegisteredTimers", "true")
+        .load(str(checkpoint))
+        .collect()
+    ]
+    machines = {p: [] for p in HUB_PARTITIONS}
+    for row in held:
+        machines[row.key.partition] = sorted(row.value.names)
+    return {"machines": machines, "timers": {p: armed.count(p) for p in HUB_PARTITIONS}}
+
+
+@exercise("10.7", timeout=360, hint="A partition that receives nothing runs only its timer.")
+def test_migration_arms_every_partition(nb, spark, tmp_path):
+    diagnosis = _diagnosis(nb.DIAGNOSIS_10_7)
+    expect_equal(
+        diagnosis,
+        spark_facts(
+            "10.7 the first migration",
+            lambda: _hasty_migration_on_spark(spark, tmp_path / "hasty"),
+            check=__file__,
+            inputs=[LAB05_NOTEBOOK],
+        ),
+        "DIAGNOSIS_10_7 against the first migration run on Spark here (Producers 1 and 2 handed "
+        "over in hub partition '0', Producer 3 in '1'; the migration's batch holds Producer 1's "
+        "heartbeat at 100 s): per hub partition, the machines its value state 'partition' holds "
+        "after that batch, and how many timers Spark holds for it.",
+        hint="Read hasty_checkpoint with spark.read.format('statestore'): stateVarName "
+        "'partition' for the machines, readRegisteredTimers 'true' for the timers; key.partition "
+        "is the hub partition.",
+    )
     tester = _migrated(nb, 100, OLD)
     expect_equal(
         {"0": _timers(tester, "0"), "1": _timers(tester, "1")},
@@ -900,14 +1022,15 @@ def _repartition_facts(spark, root: Path) -> dict:
     for second in (0, 1):
         _write(incoming, [second], machines)
         run()
-    manager = spark._streamingCheckpointManager
     try:
-        manager.repartition(str(checkpoint), 2)
+        repartition_state(spark, checkpoint, 2)
         same_count_raises = False
+    except SparkChanged:
+        raise
     except Exception:
         same_count_raises = True
     before = set(batches(checkpoint / "offsets"))
-    manager.repartition(str(checkpoint), 4)
+    repartition_state(spark, checkpoint, 4)
     (repartition_batch,) = set(batches(checkpoint / "offsets")) - before
     partitions = spark.read.format("state-metadata").load(str(checkpoint)).first().numPartitions
     before = set(batches(checkpoint / "offsets"))

@@ -43,6 +43,11 @@ template ``{}`` that puts a value in place ("batch {} ... after"), a phrase that
 value for two exercises (4.5: the statuses a list of transitions ends in, "Unhealthy and
 Healthy"; 8.2: how many events, "twice Healthy").
 
+**Debug exercises diagnose before they fix.** A debug exercise's cell first sets
+``DIAGNOSIS_N_M`` (what is wrong, as Spark shows it), then holds the fix; that diagnosis is its
+answer, held out of the same places as a prediction, and its ``%check`` cell comes right after
+it. 9.6's diagnosis is the predict exercise 9.5, just before it.
+
 **Build, debug and test exercises.** Their design is harder to render. The rule kept here: the
 last hint tier holds no distinctive line of the solution region (code punctuation, at least
 ``MIN_LINE`` characters without whitespace), even one the notebook shows elsewhere; on top of
@@ -418,6 +423,16 @@ def lab_of(exercise: str) -> registry.Lab:
     return next(lab for lab in registry.labs() for e in lab.exercises if e.id == exercise)
 
 
+def kind_of(exercise: str) -> str:
+    return lab_of(exercise).exercise(exercise).kind
+
+
+def diagnosis_name(exercise: str) -> str:
+    """The variable a debug exercise's cell sets to its diagnosis, before the fix: 2.5's is
+    ``DIAGNOSIS_2_5``."""
+    return f"DIAGNOSIS_{exercise.replace('.', '_')}"
+
+
 def notebook(lab: registry.Lab, root: str) -> nbformat.NotebookNode:
     return nbformat.read(lab.notebook(REPO_ROOT / root), as_version=4)
 
@@ -454,8 +469,11 @@ def _constants(cells) -> dict[str, object]:
 
 @cache
 def answer(exercise: str) -> dict[str, object]:
-    """The values a predict exercise's solution regions assign to upper-case names."""
+    """The values a predict exercise's solution regions assign to upper-case names; for a debug
+    exercise, those of its ``DIAGNOSIS_N_M``, the answer it asks for before the fix."""
     cells = notebook(lab_of(exercise), "solutions").cells
+    diagnosis = diagnosis_name(exercise)
+    wanted = (lambda name: True) if kind_of(exercise) == "predict" else diagnosis.__eq__
     values: dict[str, object] = {}
     for cell in cells:
         if exercise_id(cell) != exercise:
@@ -470,7 +488,7 @@ def answer(exercise: str) -> dict[str, object]:
                 for node in tree.body
                 if isinstance(node, ast.Assign)
                 for target in node.targets
-                if isinstance(target, ast.Name) and target.id.isupper()
+                if isinstance(target, ast.Name) and target.id.isupper() and wanted(target.id)
             ]
             if names:
                 space = {**_constants(cells), "__builtins__": {"sorted": sorted, "list": list}}
@@ -566,10 +584,27 @@ def notebook_units(cells, before: int) -> Iterator[tuple[str, str]]:
                         yield f"cell {i} output", line.strip()
 
 
+#: A drawing embedded in a site page as HTML (the time view's still): read as the text of its
+#: rows and lanes, one unit each, as a reader sees it.
+_DRAWN = re.compile(r"<!-- time view: start -->(.*?)<!-- time view: end -->", re.DOTALL)
+
+
+def _drawn_units(drawing: str) -> list[str]:
+    text = re.sub(r"</(?:tr|div|caption|li)>", "\n", drawing)
+    text = re.sub(r"<br\s*/?>|</t[dh]>", " ", text)
+    text = re.sub(r"<[^>]+>", "", text)
+    return [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+
+
 def site_units(lab: registry.Lab) -> Iterator[tuple[str, str]]:
     page = Path(REPO_ROOT / "site" / lab.site_page)
-    for unit in units(page.read_text()):
-        yield str(page.relative_to(REPO_ROOT)), unit
+    where = str(page.relative_to(REPO_ROOT))
+    text = page.read_text()
+    for drawing in _DRAWN.findall(text):
+        for unit in _drawn_units(drawing):
+            yield f"{where} (the time view's still)", unit
+    for unit in units(_DRAWN.sub("", text)):
+        yield where, unit
 
 
 def hint_units(exercise: registry.Exercise) -> Iterator[tuple[str, str]]:
@@ -591,16 +626,48 @@ def told(said: Iterable[Telling], where_units: Iterable[tuple[str, str]]) -> lis
 # -- the rules -----------------------------------------------------------------------------------
 
 PREDICT = [e.id for lab in registry.labs() for e in lab.exercises if e.kind == "predict"]
-CHECKED = [exercise for exercise in PREDICT if exercise not in LEFT_OUT]
+DEBUG = [e.id for lab in registry.labs() for e in lab.exercises if e.kind == "debug"]
+#: Debug exercises whose diagnosis is an exercise of its own, just before: the predict exercise.
+DIAGNOSED_BY = {"9.6": "9.5"}
+#: What the learner commits to before reading on: every prediction and every debug exercise's
+#: diagnosis.
+ASKED = PREDICT + [e for e in DEBUG if e not in DIAGNOSED_BY]
+CHECKED = [exercise for exercise in ASKED if exercise not in LEFT_OUT]
 
 
-@pytest.mark.parametrize("exercise", PREDICT)
+@pytest.mark.parametrize("exercise", ASKED)
 def test_a_predict_answer_is_rendered_from_its_solution_cell(exercise):
-    assert answer(exercise), f"{exercise}: no upper-case name assigned in its solution region"
+    wanted = "an upper-case name" if kind_of(exercise) == "predict" else diagnosis_name(exercise)
+    assert answer(exercise), f"{exercise}: no {wanted} assigned in its solution region"
     assert answer_tellings(exercise), f"{exercise}: its answer renders to no telling"
 
 
-@pytest.mark.parametrize("exercise", PREDICT)
+@pytest.mark.parametrize("exercise", DEBUG)
+def test_a_debug_exercise_asks_what_is_wrong_before_the_fix(exercise):
+    # Its cell's first solution region sets the diagnosis; the fix comes after it. 9.6's
+    # diagnosis is the predict exercise before it.
+    if exercise in DIAGNOSED_BY:
+        earlier = DIAGNOSED_BY[exercise]
+        assert kind_of(earlier) == "predict" and lab_of(earlier) == lab_of(exercise)
+        return
+    cells = notebook(lab_of(exercise), "solutions").cells
+    (cell,) = [cell for cell in cells if exercise_id(cell) == exercise]
+    regions = solution_regions(cell.source)
+    first = ast.parse(textwrap.dedent(regions[0])) if regions else None
+    assert first is not None and [
+        target.id
+        for node in first.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    ] == [diagnosis_name(exercise)], (
+        f"{exercise}: its cell's first solution region should set {diagnosis_name(exercise)}, "
+        "what is wrong as Spark shows it, before the fix"
+    )
+    assert len(regions) >= 2, f"{exercise}: its cell asks for a diagnosis and no fix"
+
+
+@pytest.mark.parametrize("exercise", ASKED)
 def test_the_site_page_does_not_tell_a_predict_answer(exercise):
     found = told(answer_tellings(exercise), site_units(lab_of(exercise)))
     assert not found, f"{exercise}'s answer on its site page:\n" + "\n".join(found)
