@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamlab.deadlines import drain, finish
-from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal
+from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_keys
 from streamlab.grading.facts import spark_facts
 
 SCHEMA = "machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP"
@@ -550,18 +550,6 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _keys(name: str, answer, keys: list[str]) -> None:
-    """``answer`` is a dict with exactly ``keys``, or a sentence saying what it is."""
-    listed = ", ".join(repr(k) for k in keys[:-1]) + f" and {keys[-1]!r}"
-    if not isinstance(answer, dict):
-        raise CheckFailed(
-            f"{name} should be a dict with the keys {listed}; it is a {type(answer).__name__}."
-        )
-    if sorted(map(str, answer)) != sorted(keys):
-        found = ", ".join(sorted(map(repr, answer))) or "none"
-        raise CheckFailed(f"{name} should have exactly the keys {listed}; it has {found}.")
-
-
 def _rows(name: str, value, width: int, what: str) -> list[tuple]:
     """A list of tuples of ``width`` strings, sorted, or a sentence saying what it is."""
     if not isinstance(value, list | tuple) or not all(
@@ -574,7 +562,7 @@ def _rows(name: str, value, width: int, what: str) -> list[tuple]:
 
 def _board_diagnosis(answer) -> dict:
     name = "DIAGNOSIS_2_5"
-    _keys(name, answer, ["output_rows", "table_rows", "repeated"])
+    expect_keys(answer, name, ["output_rows", "table_rows", "repeated"])
     rows = answer["output_rows"]
     if not isinstance(rows, dict) or not all(_is_int(k) and _is_int(v) for k, v in rows.items()):
         raise CheckFailed(
@@ -752,7 +740,7 @@ def drop_replays_first_try(heartbeats: DataFrame, delay: str = "30 seconds") -> 
 
 def _replay_diagnosis(answer) -> dict:
     name = "DIAGNOSIS_2_6"
-    _keys(name, answer, ["dropped", "through", "state_rows"])
+    expect_keys(answer, name, ["dropped", "through", "state_rows"])
     for key, what in (("dropped", "rows dropped as repeats"), ("state_rows", "keys in the state")):
         if not _is_int(answer[key]):
             raise CheckFailed(

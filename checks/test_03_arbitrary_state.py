@@ -31,7 +31,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from streamlab.deadlines import drain
-from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
+from streamlab.grading import (
+    CheckFailed,
+    exercise,
+    expect_dataframe,
+    expect_equal,
+    expect_keys,
+    expect_that,
+)
 from streamlab.grading.facts import spark_facts
 
 # Spark's Python workers cannot import this file: send the reference function by value.
@@ -661,15 +668,7 @@ _CLOCK = re.compile(r"^\d\d:\d\d:\d\d$")
 
 
 def _diagnosis(answer) -> dict:
-    listed = "'timeouts', 'watermark' and 'fired_in_batch'"
-    if not isinstance(answer, dict):
-        raise CheckFailed(
-            f"DIAGNOSIS_3_4 should be a dict with the keys {listed}; it is a "
-            f"{type(answer).__name__}."
-        )
-    if sorted(map(str, answer)) != sorted(DIAGNOSIS_KEYS):
-        found = ", ".join(sorted(map(repr, answer))) or "none"
-        raise CheckFailed(f"DIAGNOSIS_3_4 should have exactly the keys {listed}; it has {found}.")
+    expect_keys(answer, "DIAGNOSIS_3_4", DIAGNOSIS_KEYS)
     timeouts = answer["timeouts"]
     if not isinstance(timeouts, dict) or not all(
         isinstance(m, str) and (t is None or (isinstance(t, str) and _CLOCK.match(t)))

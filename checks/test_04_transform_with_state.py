@@ -23,7 +23,7 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys
 from streamlab.grading.facts import spark_facts
 from streamlab.grading.heartbeat_checks import Meter, ProcessorStory, ReferenceHeartbeatProcessor
 from streamlab.grading.verdict import query_cause
@@ -834,20 +834,7 @@ DIAGNOSIS_KEYS = ("input_rows", "state_rows", "state_variables")
 
 def _diagnosis(answer) -> dict:
     """DIAGNOSIS_4_6 in one shape: lists of ints for the counts, a sorted list of names."""
-    if not isinstance(answer, dict):
-        raise CheckFailed(
-            "DIAGNOSIS_4_6 should be a dict with the keys 'input_rows', 'state_rows' and "
-            f"'state_variables'; it is a {type(answer).__name__}.",
-            expected="a dict",
-            actual=repr(answer),
-        )
-    if sorted(map(str, answer)) != sorted(DIAGNOSIS_KEYS):
-        raise CheckFailed(
-            "DIAGNOSIS_4_6 should have exactly the keys 'input_rows', 'state_rows' and "
-            "'state_variables'.",
-            expected=", ".join(map(repr, sorted(DIAGNOSIS_KEYS))),
-            actual=", ".join(sorted(map(repr, answer))) or "no keys",
-        )
+    expect_keys(answer, "DIAGNOSIS_4_6", DIAGNOSIS_KEYS)
     for key in ("input_rows", "state_rows"):
         value = answer[key]
         if not isinstance(value, list | tuple) or not all(

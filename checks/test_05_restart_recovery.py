@@ -32,7 +32,14 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
+from streamlab.grading import (
+    CheckFailed,
+    exercise,
+    expect_dataframe,
+    expect_equal,
+    expect_keys,
+    expect_that,
+)
 from streamlab.grading.facts import spark_facts
 from streamlab.grading.heartbeat_checks import ReferenceHeartbeatProcessor, handler_must_yield
 from streamlab.grading.verdict import query_cause
@@ -953,16 +960,7 @@ def _ints(value, name: str, what: str) -> list[int]:
 
 
 def _diagnosis_5_2(answer) -> dict:
-    keys = ["rows_per_batch", "third_life_ran"]
-    if not isinstance(answer, dict) or sorted(map(str, answer)) != keys:
-        raise CheckFailed(
-            "DIAGNOSIS_5_2 should be a dict with exactly the keys 'third_life_ran' and "
-            "'rows_per_batch'.",
-            expected=", ".join(map(repr, keys)),
-            actual=", ".join(sorted(map(repr, answer))) or "no keys"
-            if isinstance(answer, dict)
-            else repr(answer),
-        )
+    expect_keys(answer, "DIAGNOSIS_5_2", ["third_life_ran", "rows_per_batch"])
     return {
         "third_life_ran": _ints(
             answer["third_life_ran"],
@@ -1287,16 +1285,7 @@ def _backlog_files(incoming: Path) -> None:
 
 
 def _diagnosis_5_8(answer) -> dict:
-    keys = ["alarm_batches", "cut_short", "false_alarms"]
-    if not isinstance(answer, dict) or sorted(map(str, answer)) != keys:
-        raise CheckFailed(
-            "DIAGNOSIS_5_8 should be a dict with exactly the keys 'false_alarms', "
-            "'alarm_batches' and 'cut_short'.",
-            expected=", ".join(map(repr, keys)),
-            actual=", ".join(sorted(map(repr, answer))) or "no keys"
-            if isinstance(answer, dict)
-            else repr(answer),
-        )
+    expect_keys(answer, "DIAGNOSIS_5_8", ["false_alarms", "alarm_batches", "cut_short"])
     names = answer["false_alarms"]
     if not isinstance(names, list | tuple | set) or not all(isinstance(n, str) for n in names):
         raise CheckFailed(

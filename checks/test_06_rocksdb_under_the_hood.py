@@ -31,7 +31,7 @@ from pyspark.sql.streaming.listener import QueryProgressEvent
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_equal, expect_that
+from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys, expect_that
 from streamlab.grading.heartbeat_checks import (
     Meter,
     ProcessorStory,
@@ -1352,15 +1352,7 @@ def _settings_as_found(spark, settings):
 
 def _diagnosis_6_1(answer) -> dict:
     """DIAGNOSIS_6_1, checked for shape before it is compared with the session."""
-    keys = sorted(CASES)
-    if not isinstance(answer, dict) or sorted(map(str, answer)) != keys:
-        raise CheckFailed(
-            "DIAGNOSIS_6_1 should be a dict with exactly the keys 'after_raise', 'after_return' "
-            "and 'never_set'.",
-            expected=f"a dict with the keys {keys!r}",
-            actual=answer if not isinstance(answer, dict) else sorted(map(repr, answer)),
-            hint=DIAGNOSIS_HINT,
-        )
+    expect_keys(answer, "DIAGNOSIS_6_1", sorted(CASES), hint=DIAGNOSIS_HINT)
     for case, outcome in answer.items():
         if outcome not in (AS_BEFORE, FORGOTTEN, BLOCK_VALUE):
             raise CheckFailed(

@@ -22,7 +22,14 @@ from pyspark.sql.streaming import StreamingQuery
 
 from streamlab.deadlines import finish
 from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
-from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
+from streamlab.grading import (
+    CheckFailed,
+    exercise,
+    expect_dataframe,
+    expect_equal,
+    expect_keys,
+    expect_that,
+)
 from streamlab.grading.facts import spark_facts
 from streamlab.grading.verdict import query_cause
 
@@ -725,13 +732,7 @@ ALERTS_DIAGNOSIS_HINT = (
 
 def _diagnosis_shape(answer, name: str, keys: dict[str, str], checks: dict, hint: str) -> dict:
     """A diagnosis dict with exactly ``keys``, each value passing its check in ``checks``."""
-    if not isinstance(answer, dict) or sorted(map(str, answer)) != sorted(keys):
-        raise CheckFailed(
-            f"{name} should be a dict with exactly the keys {', '.join(map(repr, keys))}.",
-            expected=f"a dict with the keys {sorted(keys)!r}",
-            actual=answer if not isinstance(answer, dict) else sorted(map(repr, answer)),
-            hint=hint,
-        )
+    expect_keys(answer, name, list(keys), hint=hint)
     for key, what in keys.items():
         if not checks[key](answer[key]):
             raise CheckFailed(

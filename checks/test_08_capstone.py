@@ -31,7 +31,14 @@ from pyspark import cloudpickle
 
 from streamlab import registry
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
+from streamlab.grading import (
+    CheckFailed,
+    exercise,
+    expect_dataframe,
+    expect_equal,
+    expect_keys,
+    expect_that,
+)
 from streamlab.grading.facts import spark_facts
 from streamlab.grading.verdict import query_cause
 from streamlab.paths import REPO_ROOT
@@ -381,18 +388,7 @@ RUNBOOK_KEYS = ("batch_sizes", "old_events_read")
 
 
 def _runbook_diagnosis(answer) -> dict:
-    if not isinstance(answer, dict):
-        raise CheckFailed(
-            "DIAGNOSIS_8_5 should be a dict with the keys 'old_events_read' and 'batch_sizes'.",
-            expected="a dict",
-            actual=type(answer).__name__,
-        )
-    if sorted(map(str, answer)) != sorted(RUNBOOK_KEYS):
-        raise CheckFailed(
-            "DIAGNOSIS_8_5 should have exactly the keys 'old_events_read' and 'batch_sizes'.",
-            expected=sorted(RUNBOOK_KEYS),
-            actual=sorted(map(repr, answer)),
-        )
+    expect_keys(answer, "DIAGNOSIS_8_5", RUNBOOK_KEYS)
 
     def is_count(value) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and value >= 0
@@ -1095,18 +1091,7 @@ WIRING_KEYS = ("read_to_end", "status_events")
 
 
 def _wiring_diagnosis(answer) -> dict:
-    if not isinstance(answer, dict):
-        raise CheckFailed(
-            "DIAGNOSIS_8_6 should be a dict with the keys 'status_events' and 'read_to_end'.",
-            expected="a dict",
-            actual=type(answer).__name__,
-        )
-    if sorted(map(str, answer)) != sorted(WIRING_KEYS):
-        raise CheckFailed(
-            "DIAGNOSIS_8_6 should have exactly the keys 'status_events' and 'read_to_end'.",
-            expected=sorted(WIRING_KEYS),
-            actual=sorted(map(repr, answer)),
-        )
+    expect_keys(answer, "DIAGNOSIS_8_6", WIRING_KEYS)
     events = answer["status_events"]
     if not isinstance(events, list | tuple) or not all(
         isinstance(e, list | tuple) and len(e) == 3 for e in events

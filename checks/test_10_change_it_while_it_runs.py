@@ -28,7 +28,7 @@ from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
 from streamlab import registry
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys
 from streamlab.grading.facts import spark_facts
 from streamlab.grading.heartbeat_checks import (
     Meter,
@@ -657,18 +657,7 @@ DIAGNOSIS_KEYS = ("machines", "timers")
 
 def _diagnosis(answer) -> dict:
     """DIAGNOSIS_10_7, checked for its shape, with each list of machines sorted."""
-    if not isinstance(answer, dict):
-        raise CheckFailed(
-            "DIAGNOSIS_10_7 should be a dict with the keys 'machines' and 'timers'.",
-            expected="a dict",
-            actual=type(answer).__name__,
-        )
-    if sorted(map(str, answer)) != sorted(DIAGNOSIS_KEYS):
-        raise CheckFailed(
-            "DIAGNOSIS_10_7 should have exactly the keys 'machines' and 'timers'.",
-            expected=sorted(DIAGNOSIS_KEYS),
-            actual=sorted(map(repr, answer)),
-        )
+    expect_keys(answer, "DIAGNOSIS_10_7", DIAGNOSIS_KEYS)
     for name in DIAGNOSIS_KEYS:
         per_partition = answer[name]
         if not isinstance(per_partition, dict) or sorted(map(str, per_partition)) != list(

@@ -7,7 +7,7 @@ from pyspark.sql import Row
 
 from streamlab import registry
 from streamlab.grading import report
-from streamlab.grading.expect import CheckFailed, expect_equal, list_diff
+from streamlab.grading.expect import CheckFailed, expect_equal, expect_keys, list_diff
 from streamlab.grading.verdict import FAILED, CheckResult, verdict_for
 
 
@@ -143,3 +143,15 @@ def test_a_diff_shows_each_item_the_way_the_check_shows_its_list():
         expect_equal([("m1", 1), ("m2", 2.0)], [("m1", 1.0), ("m2", 3)], "Counts.", show=show)
     assert failed.value.expected == "m1 1.0\nm2 3"
     assert failed.value.diff.splitlines() == ["ok       m1 1", "changed  m2 3", "     to  m2 2"]
+
+
+def test_a_dict_with_other_keys_says_which_were_expected_and_which_it_has():
+    assert expect_keys({"b": 1, "a": 2}, "DIAGNOSIS_9_9", ["a", "b"]) == {"b": 1, "a": 2}
+    with pytest.raises(CheckFailed) as missing:
+        expect_keys({"a": 2}, "DIAGNOSIS_9_9", ["a", "b"], hint="Read the progress report.")
+    assert missing.value.message == "DIAGNOSIS_9_9 should have exactly the keys 'a' and 'b'."
+    assert (missing.value.expected, missing.value.actual) == ("['a', 'b']", "['a']")
+    assert missing.value.hint == "Read the progress report."
+    with pytest.raises(CheckFailed) as not_a_dict:
+        expect_keys([("a", 2)], "DIAGNOSIS_9_9", ["a", "b"])
+    assert (not_a_dict.value.expected, not_a_dict.value.actual) == ("a dict", "list")

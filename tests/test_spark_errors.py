@@ -403,6 +403,20 @@ def test_a_check_that_meets_a_taught_class_says_what_it_means(spark):
     assert message.endswith(spark_errors.taught("WRITE_STREAM_NOT_ALLOWED").sentence())
 
 
+def test_a_check_that_reports_a_failed_query_says_what_its_class_means():
+    from streamlab.grading.verdict import query_cause
+
+    failed = RuntimeError(
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: "
+        "[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE] Provided key schema does not match existing "
+        "state key schema."
+    )
+    sentence = spark_errors.taught("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE").sentence()
+    assert query_cause(failed).startswith("[STREAM_FAILED] Query")
+    assert query_cause(failed).endswith(f"({sentence})")
+    assert query_cause(ValueError("plain words")) == "plain words"
+
+
 def test_a_notebook_cell_that_meets_one_says_what_it_means_under_the_traceback(spark, capsys):
     from IPython.core.interactiveshell import InteractiveShell
 

@@ -17,6 +17,7 @@ __all__ = [
     "exercise",
     "expect_dataframe",
     "expect_equal",
+    "expect_keys",
     "expect_that",
     "load_notebook",
 ]
@@ -29,7 +30,7 @@ def __getattr__(name: str):
         from streamlab.grading import loader
 
         return getattr(loader, name)
-    if name in ("CheckFailed", "expect_dataframe", "expect_equal", "expect_that"):
+    if name in ("CheckFailed", "expect_dataframe", "expect_equal", "expect_keys", "expect_that"):
         from streamlab.grading import expect
 
         return getattr(expect, name)

@@ -198,3 +198,29 @@ def expect_dataframe(result: Any, name: str, columns: Sequence[str] | None = Non
             f"{name}() should return exactly these columns, in this order.",
         )
     return result
+
+
+def expect_keys(answer: Any, name: str, keys: Sequence[str], *, hint: str = "") -> dict:
+    """``answer`` when it is a dict with exactly ``keys`` (a learner's ``DIAGNOSIS_N_M``, a
+    prediction); else a failure that names ``name`` and shows the keys expected against those
+    it has."""
+    listed = (
+        ", ".join(repr(k) for k in keys[:-1]) + f" and {keys[-1]!r}"
+        if len(keys) > 1
+        else (repr(keys[0]))
+    )
+    expect_that(
+        isinstance(answer, dict),
+        f"{name} should be a dict with the keys {listed}.",
+        expected="a dict",
+        actual=type(answer).__name__,
+        hint=hint,
+    )
+    expect_that(
+        sorted(map(str, answer)) == sorted(keys),
+        f"{name} should have exactly the keys {listed}.",
+        expected=sorted(keys),
+        actual=sorted(map(str, answer)),
+        hint=hint,
+    )
+    return answer

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from streamlab.grading.expect import CheckFailed
 from streamlab.grading.timeout import CheckTimeout
 from streamlab.notebooks import NOT_DONE_PATTERN
+from streamlab.spark_errors import explain
 
 if TYPE_CHECKING:
     from streamlab.grading.loader import CellProblem
@@ -206,7 +207,8 @@ def query_cause(error: BaseException) -> str:
 
     A failed query's error carries Spark's and Py4J's wrappers around the Python exception
     raised in the learner's code; the last Python exception line that is not a wrapper is
-    the one a learner can act on.
+    the one a learner can act on. For a Spark error the course teaches, what it means here
+    and where the course shows it follows in brackets.
     """
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     python = [
@@ -215,4 +217,6 @@ def query_cause(error: BaseException) -> str:
         if re.match(r"^[\w.]*(Error|Exception)\b.*:", line)
         and not line.startswith(("py4j", "pyspark.errors", "org.apache"))
     ]
-    return (python[-1] if python else lines[0] if lines else type(error).__name__)[:300]
+    cause = (python[-1] if python else lines[0] if lines else type(error).__name__)[:300]
+    explained = explain(error)
+    return f"{cause} ({explained})" if explained else cause
