@@ -618,17 +618,7 @@ def test_live_counts_hold_the_latest_count_per_window(nb, spark, tmp_path, check
     folder = tmp_path / "in"
     deliver(folder, "a", [beat("m1", 1), beat("m1", 2), beat("m2", 3)], order=0)
     deliver(folder, "b", [beat("m1", 4), beat("m2", 12)], order=1)
-    counts = (
-        stream(spark, folder, maxFilesPerTrigger=1)  # one file per micro-batch
-        .groupBy(F.window("event_time", "10 seconds"), "machine_name")
-        .agg(F.count("*").alias("heartbeats"))
-        .select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
-            "machine_name",
-            "heartbeats",
-        )
-    )
+    counts = counts_of(stream(spark, folder, maxFilesPerTrigger=1))  # one file per micro-batch
     try:
         query = nb.start_live_counts(counts, "check_2_5", checkpoint_dir)
     except AnalysisException as error:

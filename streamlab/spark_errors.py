@@ -229,10 +229,12 @@ def conditions(error: BaseException) -> list[str]:
     return found
 
 
+_BY_CONDITION = {t.condition: t for t in TAUGHT}
+
+
 def taught(condition: str) -> Taught | None:
     """The entry for ``condition``: the class itself, else its parent (``A`` for ``A.B``)."""
-    by_name = {t.condition: t for t in TAUGHT}
-    return by_name.get(condition) or by_name.get(condition.split(".")[0])
+    return _BY_CONDITION.get(condition) or _BY_CONDITION.get(condition.split(".")[0])
 
 
 def taught_for(error: BaseException) -> Taught | None:

@@ -27,7 +27,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from streamlab.progress import as_dict
+from streamlab.progress import as_dict, timestamp
 
 #: The watermark of a query that has seen no event time yet.
 NO_WATERMARK_MS = 0
@@ -103,12 +103,8 @@ StateCache = MutableMapping[tuple[int, int], "tuple[StateWindow, ...] | str"]
 
 def to_ms(text: str | None) -> int | None:
     """Milliseconds since the epoch of a report's ISO-8601 time; None for None."""
-    if text is None:
-        return None
-    parsed = datetime.fromisoformat(text)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return round(parsed.timestamp() * 1000)
+    parsed = timestamp(text)
+    return None if parsed is None else round(parsed.timestamp() * 1000)
 
 
 def _clock(ms: int | None) -> str:
