@@ -84,7 +84,7 @@ def hand_over(session: nox.Session, module: str) -> None:
 @nox.session
 def lab(session: nox.Session) -> None:
     """Start JupyterLab on the labs (Ctrl-C stops it)."""
-    run_module(session, "streamlab.lab_launcher")
+    run_module(session, "streamlab.tooling.lab_launcher")
 
 
 @nox.session
@@ -120,7 +120,7 @@ def check(session: nox.Session) -> None:
 @nox.session
 def hint(session: nox.Session) -> None:
     """The next hint of an exercise, one tier more each time: `nox -s hint -- 2.1`."""
-    run_module(session, "streamlab.hints")
+    run_module(session, "streamlab.tooling.hints")
 
 
 @nox.session
@@ -132,7 +132,7 @@ def watch(session: nox.Session) -> None:
 @nox.session
 def author(session: nox.Session) -> None:
     """Regenerate labs/ from solutions/ and strip notebook outputs."""
-    run_module(session, "streamlab.authoring")
+    run_module(session, "streamlab.tooling.authoring")
 
 
 @nox.session
@@ -156,7 +156,7 @@ def test(session: nox.Session) -> None:
     """Everything CI runs: lint, freshness of labs/, the package's tests, the self-test, the site."""
     env = course_env(session)
     _lint(session, env)
-    run(session, "python", "-m", "streamlab.authoring", "--check", env=env)
+    run(session, "python", "-m", "streamlab.tooling.authoring", "--check", env=env)
     if session.posargs:
         run(session, "python", "-m", "pytest", *session.posargs, env=env)
         return
@@ -256,7 +256,7 @@ def clean(session: nox.Session) -> None:
 @nox.session
 def mutants(session: nox.Session) -> None:
     """Do the checks catch wrong solutions? `nox -s mutants -- 04` (`--exercise 4.2`: one)."""
-    run_module(session, "streamlab.mutants")
+    run_module(session, "streamlab.tooling.mutants")
 
 
 @nox.session

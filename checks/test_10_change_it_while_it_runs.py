@@ -26,7 +26,6 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
-from streamlab import registry
 from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys
 from streamlab.grading.facts import spark_facts
@@ -50,6 +49,7 @@ from streamlab.restart_trials import (
 )
 from streamlab.solutions import load_solution
 from streamlab.spark_private import SparkChanged, repartition_state
+from streamlab.tooling import registry
 from streamlab.tws_batches import pending_timers, spark_batch, spark_initial_state
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.

@@ -15,23 +15,19 @@ to the labs that use it.
   server from the installed PySpark.
 - :mod:`streamlab.processes`: starting, waiting on and stopping processes; Ctrl-C and SIGTERM.
 - :mod:`streamlab.deadlines`: waits on a streaming query that give up in time and say why.
-- :mod:`streamlab.registry`: the list of labs and exercises (``course.toml``).
+- :mod:`streamlab.grading`: grades exercise cells from a notebook (``nox -s check``, ``%check``).
 - :mod:`streamlab.notebook_api`: the names notebooks use, the package's public API.
-- :mod:`streamlab.notebooks`: the notebook conventions (exercise tags, solution regions).
-- :mod:`streamlab.authoring`: generates the learner's notebooks in ``labs/`` from ``solutions/``.
-- :mod:`streamlab.grading`: grades exercise cells from a notebook (``nox -s check``, ``%check``);
-  :mod:`streamlab.mutants` tells whether the checks catch wrong solutions.
 - :mod:`streamlab.solutions`: a lab's solution, or the learner's own code, for later labs.
-- :mod:`streamlab.hints`: tiered hints (``nox -s hint``); :mod:`streamlab.hint_leaks` holds
-  them to never giving the solution away.
 - :mod:`streamlab.spark_private`: the private members of PySpark the course relies on, behind a
   check of the release.
 - :mod:`streamlab.spark_errors`: the Spark error classes the course teaches, and what each
   means here (added to the grader's messages and under a notebook cell that raises one).
 - :mod:`streamlab.benchmarks`: benchmark results and their charts.
-- :mod:`streamlab.lab_launcher`, :mod:`streamlab.mkdocs_hooks`, :mod:`streamlab.paths`,
-  :mod:`streamlab.spark_fixtures`: ``nox -s lab``, the website's hooks, the course's folders,
-  the checks' Spark fixtures.
+- :mod:`streamlab.paths`, :mod:`streamlab.spark_fixtures`: the course's folders, the checks'
+  Spark fixtures.
+- :mod:`streamlab.tooling`: the course's own tooling, never imported by a notebook: the lab
+  registry (``course.toml``), the notebook conventions, the generation of ``labs/``, hints and
+  their leak check, mutation testing of the checks, the website's hooks and ``nox -s lab``.
 
 In a notebook, ``import streamlab`` also registers the ``%check`` magic
 (:mod:`streamlab.grading.magic`).

@@ -1,4 +1,4 @@
-"""Browser-test support: the course's JupyterLab (``streamlab.lab_launcher``) started for a test and
+"""Browser-test support: the course's JupyterLab (``streamlab.tooling.lab_launcher``) started for a test and
 stopped after, Run All that waits for the kernel, and the website built and served locally."""
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class RunningLab:
 def running_jupyterlab(
     tmp_path: Path, *args: str, env: dict | None = None, hub: bool = True
 ) -> Iterator[RunningLab]:
-    """``python -m streamlab.lab_launcher --no-browser`` on a free port, with private settings.
+    """``python -m streamlab.tooling.lab_launcher --no-browser`` on a free port, with private settings.
 
     ``hub=False`` starts JupyterLab alone (``args`` go to ``jupyter lab``), for a test that
     needs no Event Hubs emulator.
@@ -102,7 +102,7 @@ def running_jupyterlab(
         command = [
             sys.executable,
             "-m",
-            "streamlab.lab_launcher",
+            "streamlab.tooling.lab_launcher",
             "--no-browser",
             f"--port={port}",
             f"--token={TOKEN}",
@@ -110,7 +110,7 @@ def running_jupyterlab(
             *args,
         ]
     else:
-        from streamlab.lab_launcher import jupyter_command
+        from streamlab.tooling.lab_launcher import jupyter_command
 
         folders = [a.partition("=")[2] for a in args if a.startswith("--notebook-dir=")]
         command = [

@@ -51,7 +51,7 @@ it. 9.6's diagnosis is the predict exercise 9.5, just before it.
 **Build, debug and test exercises.** Their design is harder to render. The rule kept here: the
 last hint tier holds no distinctive line of the solution region (code punctuation, at least
 ``MIN_LINE`` characters without whitespace), even one the notebook shows elsewhere; on top of
-that, ``streamlab.hint_leaks`` holds every tier to runs of code, literals and helper names that
+that, ``streamlab.tooling.hint_leaks`` holds every tier to runs of code, literals and helper names that
 the notebook does not show (tests/test_hints.py).
 """
 
@@ -68,9 +68,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from streamlab import registry
-from streamlab.notebooks import exercise_id, is_proof, solution_regions, split_regions
 from streamlab.paths import REPO_ROOT
+from streamlab.tooling import registry
+from streamlab.tooling.notebooks import exercise_id, is_proof, solution_regions, split_regions
 
 # -- how prose names the pieces of an answer, per exercise ---------------------------------------
 

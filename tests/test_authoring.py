@@ -10,9 +10,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from streamlab import authoring, registry
-from streamlab.authoring import AuthoringError, make_lab_notebook, stub_source
 from streamlab.paths import REPO_ROOT
+from streamlab.tooling import authoring, registry
+from streamlab.tooling.authoring import AuthoringError, make_lab_notebook, stub_source
 
 SOLVED = '''\
 def double(x):
@@ -180,7 +180,7 @@ def test_a_lab_without_its_solution_notebook_is_an_error(tmp_path):
         '[[labs.exercises]]\nid = "9.1"\ntitle = "T"\nhints = ["H", "I"]\n'
     )
     out = subprocess.run(
-        [sys.executable, "-m", "streamlab.authoring"],
+        [sys.executable, "-m", "streamlab.tooling.authoring"],
         capture_output=True,
         text=True,
         env={**os.environ, "STREAMLAB_ROOT": str(tmp_path)},

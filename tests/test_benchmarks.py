@@ -8,9 +8,10 @@ import re
 
 import pytest
 
-from streamlab import benchmarks, mkdocs_hooks
+from streamlab import benchmarks
 from streamlab.benchmarks import charts
 from streamlab.paths import REPO_ROOT
+from streamlab.tooling import mkdocs_hooks
 
 
 def _result(name: str, *targets: dict, charts: tuple[str, ...] = ()) -> dict:

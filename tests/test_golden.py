@@ -30,7 +30,7 @@ from streamlab.grading.verdict import (
     verdict_for,
 )
 from streamlab.paths import REPO_ROOT
-from streamlab.registry import Exercise, Lab
+from streamlab.tooling.registry import Exercise, Lab
 
 GOLDEN = Path(__file__).parent / "golden"
 REFRESH = os.environ.get("STREAMLAB_REFRESH_GOLDEN") == "1"

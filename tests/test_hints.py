@@ -11,9 +11,9 @@ import markdown
 import nbformat
 import pytest
 
-from streamlab import hint_leaks, hints, mkdocs_hooks, registry
-from streamlab.notebooks import exercise_id, solution_regions
 from streamlab.paths import REPO_ROOT
+from streamlab.tooling import hint_leaks, hints, mkdocs_hooks, registry
+from streamlab.tooling.notebooks import exercise_id, solution_regions
 
 # Exercise 2.1's hint as it stood when it carried the answer.
 TELLING_HINT = (
@@ -127,7 +127,7 @@ def course(tmp_path):
 
 def _hint(course, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "streamlab.hints", *args],
+        [sys.executable, "-m", "streamlab.tooling.hints", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -216,8 +216,8 @@ def test_the_lab_page_shows_every_tier_collapsed_in_order_with_code():
 
 def test_the_learners_hint_command_imports_neither_markdown_nor_the_leak_check(course):
     code = (
-        "import sys; from streamlab import hints; hints.next_hint('0.1'); "
-        "print(sorted(m for m in ('markdown', 'nbformat', 'streamlab.hint_leaks') "
+        "import sys; from streamlab.tooling import hints; hints.next_hint('0.1'); "
+        "print(sorted(m for m in ('markdown', 'nbformat', 'streamlab.tooling.hint_leaks') "
         "if m in sys.modules))"
     )
     out = subprocess.run(

@@ -90,7 +90,7 @@ RECORD_BADGES = """() => {
 
 @pytest.fixture
 def jupyter(tmp_path):
-    """JupyterLab and its hub (through ``streamlab.lab_launcher``) on a folder with the board notebook."""
+    """JupyterLab and its hub (through ``streamlab.tooling.lab_launcher``) on a folder with the board notebook."""
     notebooks = notebook_folder(tmp_path, "board.ipynb", CELLS)
     env = {
         "STREAMLAB_SPARK_MASTER": "local[2]",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import nbformat
 
-from streamlab import mutants
 from streamlab.paths import REPO_ROOT
+from streamlab.tooling import mutants
 
 SOLUTION = textwrap.dedent(
     """\
@@ -105,7 +105,14 @@ def test_variants_are_made_in_order_and_marked_when_equivalent():
 def test_the_grader_catches_some_variants_and_names_the_survivors(tmp_path):
     root = _tiny_course(tmp_path / "course")
     out = subprocess.run(
-        [sys.executable, "-m", "streamlab.mutants", "00", "--results", str(tmp_path / "out")],
+        [
+            sys.executable,
+            "-m",
+            "streamlab.tooling.mutants",
+            "00",
+            "--results",
+            str(tmp_path / "out"),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -141,7 +148,7 @@ def test_the_grader_catches_some_variants_and_names_the_survivors(tmp_path):
 def test_lab_00s_checks_catch_the_course_standard_of_its_variants(tmp_path):
     # The course's standard, held in CI on its quickest lab (under a minute).
     out = subprocess.run(
-        [sys.executable, "-m", "streamlab.mutants", "00", "--results", str(tmp_path)],
+        [sys.executable, "-m", "streamlab.tooling.mutants", "00", "--results", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=600,

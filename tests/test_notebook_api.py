@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from streamlab.notebook_api import NOTEBOOK_API
-from streamlab.notebooks import read_cells
 from streamlab.paths import REPO_ROOT
+from streamlab.tooling.notebooks import read_cells
 
 
 def _is_module(dotted: str) -> bool:
@@ -122,3 +122,17 @@ def test_every_listed_name_exists_and_says_what_it_does(name: str):
     if inspect.isclass(value) or inspect.isfunction(value):
         assert inspect.getdoc(value), f"{name} has no docstring"
     assert NOTEBOOK_API[name].strip(), f"{name} has no example"
+
+
+def test_the_notebook_api_holds_none_of_the_course_s_own_tooling():
+    tooling = sorted(name for name in NOTEBOOK_API if name.startswith("streamlab.tooling"))
+    assert tooling == [], (
+        f"streamlab/notebook_api.py lists {tooling}: streamlab.tooling is the course's own "
+        "tooling, which a notebook never imports."
+    )
+
+
+def test_the_top_level_holds_no_tooling_module():
+    top = {path.stem for path in (REPO_ROOT / "streamlab").glob("*.py")}
+    tooling = {path.stem for path in (REPO_ROOT / "streamlab" / "tooling").glob("*.py")}
+    assert sorted(top & (tooling - {"__init__"})) == []

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlab import registry
+from streamlab.tooling import registry
 
 HINTS = 'hints = ["a nudge", "an approach"]'
 

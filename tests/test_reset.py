@@ -7,9 +7,9 @@ import shutil
 import nbformat
 import pytest
 
-from streamlab import registry
 from streamlab.grading import reset, unsaved
 from streamlab.paths import REPO_ROOT
+from streamlab.tooling import registry
 
 LAB = registry.lab("04")
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from jupyter_support import build_site, serving
 
-from streamlab import mkdocs_hooks, registry
 from streamlab.paths import BUILD_DIR
+from streamlab.tooling import mkdocs_hooks, registry
 
 ARTIFACTS = BUILD_DIR / "artifacts"
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from streamlab import registry, solutions
+from streamlab import solutions
 from streamlab.grading import heartbeat_checks
 from streamlab.paths import REPO_ROOT
+from streamlab.tooling import registry
 
 LAB04 = registry.lab("04")
 

@@ -10,7 +10,7 @@ they are drawn from (:mod:`streamlab.benchmarks.charts`)::
      "charts": ["latency.svg"], "chart_data": {"latency.svg": {"kind": "bar", ...}}}
 
 ``publish`` copies results and charts into ``site/benchmarks/``, where the website's
-``<!-- benchmarks -->`` marker turns them into tables and charts (see ``streamlab.mkdocs_hooks``).
+``<!-- benchmarks -->`` marker turns them into tables and charts (see ``streamlab.tooling.mkdocs_hooks``).
 """
 
 from __future__ import annotations

@@ -20,9 +20,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from streamlab import processes, registry
+from streamlab import processes
 from streamlab.grading import report, supervisor, unsaved, warm
 from streamlab.paths import BUILD_DIR
+from streamlab.tooling import registry
 
 #: Exit statuses.
 OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3

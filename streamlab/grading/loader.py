@@ -23,7 +23,9 @@ from pathlib import Path
 import nbformat
 
 from streamlab.grading.timeout import CELL_TIME_LIMIT, CheckTimeout, time_limit
-from streamlab.notebooks import (
+from streamlab.paths import REPO_ROOT
+from streamlab.spark_errors import explain
+from streamlab.tooling.notebooks import (
     NOT_DONE,
     NOT_DONE_PATTERN,
     cell_name,
@@ -33,8 +35,6 @@ from streamlab.notebooks import (
     first_line,
     is_graded,
 )
-from streamlab.paths import REPO_ROOT
-from streamlab.spark_errors import explain
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,7 @@ class LoadedNotebook:
     exercises: set[str] = field(default_factory=set)
     cells: dict[str, int] = field(default_factory=dict)  # exercise -> its (first) cell number
     first_lines: dict[str, str] = field(default_factory=dict)  # exercise -> its cell's first line
-    #: :func:`streamlab.notebooks.fingerprint` of the graded cells that ran.
+    #: :func:`streamlab.tooling.notebooks.fingerprint` of the graded cells that ran.
     fingerprint: str = ""
 
     def problem_for(self, exercise: str) -> CellProblem | None:

@@ -29,11 +29,12 @@ from pathlib import Path
 
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from streamlab import processes, registry
+from streamlab import processes
 from streamlab.grading.cell_history import LAST_RUNS, CellRun
 from streamlab.grading.verdict import NOT_GRADED, PASSED, Status
-from streamlab.notebooks import cell_name, exercise_id, first_line, is_graded, read_cells
 from streamlab.paths import REPO_ROOT
+from streamlab.tooling import registry
+from streamlab.tooling.notebooks import cell_name, exercise_id, first_line, is_graded, read_cells
 
 
 class CheckError(Exception):

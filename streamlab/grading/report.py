@@ -6,7 +6,7 @@ grade)::
     {"format_version": 2, "status": "graded", "notebooks": "labs", "complete": false,
      "earlier_labs": [...],  # other labs, as an earlier run graded them
      "labs": [{"id": "00", "title": "...", "status": "graded" | "error", "message": "",
-               "fingerprint": "...",  # of the graded cells that ran (streamlab.notebooks)
+               "fingerprint": "...",  # of the graded cells that ran (streamlab.tooling.notebooks)
                "exercises": [{"id": "0.1", "title": "...", "cell": 5, "cell_line": "def ...",
                               "status": "passed" | "failed" | "not-started" | "not-graded",
                               "message": "...", "expected": "...", "actual": "...",
@@ -54,9 +54,9 @@ from streamlab.grading.verdict import (
     Verdict,
     combine,
 )
-from streamlab.notebooks import cell_name
 from streamlab.paths import write_atomically
-from streamlab.registry import Lab
+from streamlab.tooling.notebooks import cell_name
+from streamlab.tooling.registry import Lab
 
 #: The version of the format of ``build/grade.json``.
 FORMAT_VERSION = 2

@@ -16,9 +16,9 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from streamlab import registry
-from streamlab.notebooks import exercise_id
 from streamlab.paths import REPO_ROOT, write_atomically
+from streamlab.tooling import registry
+from streamlab.tooling.notebooks import exercise_id
 
 
 class ResetRefused(Exception):
@@ -43,7 +43,7 @@ def _shipped(lab: registry.Lab):
     """The lab's notebook as the course ships it, generated from its solution."""
     import nbformat
 
-    from streamlab.authoring import SOLUTIONS_DIR, make_lab_notebook
+    from streamlab.tooling.authoring import SOLUTIONS_DIR, make_lab_notebook
 
     return make_lab_notebook(nbformat.read(lab.notebook(SOLUTIONS_DIR), as_version=4), lab)
 

@@ -28,8 +28,8 @@ from streamlab.grading import warm
 from streamlab.grading.events import FD_VARIABLE, EventKind, lab_of_check
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT
 from streamlab.grading.verdict import FAILED, CheckResult, Status, Verdict
-from streamlab.notebooks import cell_name
-from streamlab.registry import Lab
+from streamlab.tooling.notebooks import cell_name
+from streamlab.tooling.registry import Lab
 
 #: Extra seconds past a limit before the child is killed: the child's own, gentler limit
 #: (which keeps the Spark session alive) fires first whenever Python can still run.
@@ -56,7 +56,7 @@ class Outcome:
     cells: dict[str, dict[str, int]] = field(default_factory=dict)  # lab -> exercise -> cell
     #: lab -> exercise -> the first line of its cell
     first_lines: dict[str, dict[str, str]] = field(default_factory=dict)
-    #: lab -> the fingerprint of the graded cells its checks ran (streamlab.notebooks)
+    #: lab -> the fingerprint of the graded cells its checks ran (streamlab.tooling.notebooks)
     fingerprints: dict[str, str] = field(default_factory=dict)
     #: Labs whose error leaves their exercises not graded rather than failed (the course's
     #: reference notebooks are missing).

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from streamlab.grading.expect import CheckFailed
 from streamlab.grading.timeout import CheckTimeout
-from streamlab.notebooks import NOT_DONE_PATTERN
 from streamlab.spark_errors import explain
+from streamlab.tooling.notebooks import NOT_DONE_PATTERN
 
 if TYPE_CHECKING:
     from streamlab.grading.loader import CellProblem

@@ -17,8 +17,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from streamlab import processes, registry
+from streamlab import processes
 from streamlab.paths import BUILD_DIR, REPO_ROOT
+from streamlab.tooling import registry
 
 #: How often the notebooks' modification times are read, in seconds.
 POLL_SECONDS = 0.2

@@ -29,9 +29,9 @@ import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from streamlab import registry
-from streamlab.notebooks import clipped, exercise_id, is_graded, read_cells, solution_lines
 from streamlab.paths import BUILD_DIR, REPO_ROOT
+from streamlab.tooling import registry
+from streamlab.tooling.notebooks import clipped, exercise_id, is_graded, read_cells, solution_lines
 
 RESULTS_DIR = BUILD_DIR / "mutants"
 #: The share of non-equivalent variants a lab's checks must catch.

@@ -1,4 +1,4 @@
-"""``python -m streamlab.lab_launcher``: the hub and JupyterLab on the labs (what ``nox -s lab`` runs).
+"""``python -m streamlab.tooling.lab_launcher``: the hub and JupyterLab on the labs (what ``nox -s lab`` runs).
 
 The notebooks find the hub's connection string with
 :func:`streamlab.hub.course_connection_string`.

@@ -3,7 +3,7 @@
 :func:`leaks` finds what a hint repeats of a solution region (a run of its code, a string
 literal, a name of one of its helper variables) that the learner's notebook does not already
 show; :func:`lab_leaks` applies it to every hint of a lab, and the course's tests hold every
-hint to it. Author-side: the learner's ``nox -s hint`` (:mod:`streamlab.hints`) never
+hint to it. Author-side: the learner's ``nox -s hint`` (:mod:`streamlab.tooling.hints`) never
 imports this.
 """
 
@@ -16,9 +16,9 @@ import textwrap
 import tokenize
 from collections.abc import Sequence
 
-from streamlab import registry
-from streamlab.notebooks import exercise_id, solution_regions
 from streamlab.paths import REPO_ROOT
+from streamlab.tooling import registry
+from streamlab.tooling.notebooks import exercise_id, solution_regions
 
 #: The shortest run of solution code (whitespace ignored) that a hint may not repeat.
 MIN_CODE_RUN = 12
@@ -83,7 +83,7 @@ def lab_leaks(lab: registry.Lab) -> dict[str, list[str]]:
     """
     import nbformat
 
-    from streamlab.authoring import make_lab_notebook
+    from streamlab.tooling.authoring import make_lab_notebook
 
     solved = nbformat.read(lab.notebook(REPO_ROOT / "solutions"), as_version=4)
     visible = "\n".join(cell.source for cell in make_lab_notebook(solved, lab).cells)

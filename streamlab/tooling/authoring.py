@@ -15,7 +15,7 @@ and ``solutions/`` keeps its recorded output, which the test session (nbval) com
 fresh run, so a Spark upgrade that changes the behaviour fails CI. ``labs/`` never carries
 outputs: a learner who is asked to predict sees Spark's answer only when they run the cell.
 
-Run ``python -m streamlab.authoring`` (``nox -s author``) after editing a solution: it strips
+Run ``python -m streamlab.tooling.authoring`` (``nox -s author``) after editing a solution: it strips
 outputs (but proof cells') from ``solutions/`` and rewrites ``labs/``. ``--record 02`` runs
 lab 02's solution notebook and records its proof cells' outputs. ``--check`` changes nothing
 and exits 1 when a notebook is stale, carries outputs, or has a proof cell with none.
@@ -30,7 +30,8 @@ from pathlib import Path
 
 import nbformat
 
-from streamlab.notebooks import (
+from streamlab.paths import REPO_ROOT
+from streamlab.tooling.notebooks import (
     BEGIN,
     NOT_DONE,
     AuthoringError,
@@ -38,9 +39,8 @@ from streamlab.notebooks import (
     is_proof,
     split_regions,
 )
-from streamlab.paths import REPO_ROOT
-from streamlab.registry import Lab, labs
-from streamlab.registry import lab as registry_lab
+from streamlab.tooling.registry import Lab, labs
+from streamlab.tooling.registry import lab as registry_lab
 
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
 LABS_DIR = REPO_ROOT / "labs"
@@ -199,7 +199,7 @@ def unrecorded(root: Path = REPO_ROOT) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m streamlab.authoring",
+        prog="python -m streamlab.tooling.authoring",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

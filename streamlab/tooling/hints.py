@@ -2,7 +2,7 @@
 
 Each exercise in ``course.toml`` has two or three hints, from a nudge (what to think about,
 which API family) to an approach (the steps in words). They never hold the solution's code
-(:mod:`streamlab.hint_leaks` keeps that standard, in the course's tests).
+(:mod:`streamlab.tooling.hint_leaks` keeps that standard, in the course's tests).
 
 How many tiers a learner has seen is remembered in ``build/hints.json``; after the last one,
 the command points to the solution on the course site. ``--reset`` starts over.
@@ -18,9 +18,9 @@ import textwrap
 import unicodedata
 from pathlib import Path
 
-from streamlab import registry
-from streamlab.notebooks import read_cells
 from streamlab.paths import BUILD_DIR, REPO_ROOT
+from streamlab.tooling import registry
+from streamlab.tooling.notebooks import read_cells
 
 STATE_FILE = BUILD_DIR / "hints.json"
 SITE_URL = "http://127.0.0.1:8000"

@@ -32,9 +32,10 @@ from pathlib import Path
 import nbformat
 from mkdocs.exceptions import PluginError
 
-from streamlab import benchmarks, registry
-from streamlab.notebooks import exercise_id, without_markers
+from streamlab import benchmarks
 from streamlab.paths import BUILD_DIR, REPO_ROOT
+from streamlab.tooling import registry
+from streamlab.tooling.notebooks import exercise_id, without_markers
 
 MARKER = "<!-- exercises -->"
 LABS_MARKER = "<!-- labs -->"
