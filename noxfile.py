@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -160,31 +161,61 @@ def test(session: nox.Session) -> None:
     if session.posargs:
         run(session, "python", "-m", "pytest", *session.posargs, env=env)
         return
-    # The solution notebooks (nbval) and the package's tests run side by side: both spend much
-    # of their time waiting on Spark's triggers and the hub, so together they take little more
-    # than the longer of the two. The notebooks get a scratch folder of their own.
-    log = ROOT / "build" / "solutions-nbval.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    notebooks_env = {**os.environ, **env, "STREAMLAB_BUILD_DIR": str(ROOT / "build" / "nbval")}
+    # Two streams side by side, as both spend much of their time waiting on Spark's triggers,
+    # the hub and child processes: the package's tests, and beside them the solution notebooks
+    # (nbval) followed by the tests that run whole programs (the monitor, the demo, a cluster).
+    # The side stream has a scratch folder of its own.
+    logs = {
+        "the solution notebooks under nbval": ROOT / "build" / "solutions-nbval.log",
+        "the whole-program tests": ROOT / "build" / "whole-programs.log",
+    }
+    logs[next(iter(logs))].parent.mkdir(parents=True, exist_ok=True)
+    side_env = {**os.environ, **env, "STREAMLAB_BUILD_DIR": str(ROOT / "build" / "side")}
     # No grading child started ahead of time (streamlab.grading.warm) holds a JVM past the run.
-    notebooks_env["STREAMLAB_WARM_GRADER"] = "0"
-    session.log(f"Running the solution notebooks under nbval beside the tests (output: {log})")
-    with log.open("w") as out:
-        notebooks = subprocess.Popen(
-            [str(BIN / "python"), "-m", "pytest", "solutions", "-q"],
-            cwd=ROOT,
-            env=notebooks_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    side_env["STREAMLAB_WARM_GRADER"] = "0"
+    session.log(
+        f"Running the solution notebooks, then {len(SIDE_TESTS)} test files of whole programs, "
+        f"beside the tests (output: {', '.join(str(path) for path in logs.values())})"
+    )
+    side = threading.Thread(target=_side_stream, args=(side_env, logs), daemon=True)
+    side.start()
     try:
-        run(session, "python", "-m", "pytest", "tests", env=env)
+        ignored = [f"--ignore={path}" for path in SIDE_TESTS]
+        run(session, "python", "-m", "pytest", "tests", *ignored, env=env)
     finally:
-        code = notebooks.wait()
-        session.log("The solution notebooks under nbval:")
-        print(log.read_text()[-6000:], flush=True)
-    if code != 0:
-        session.error(f"The solution notebooks failed under nbval (exit code {code}); see {log}.")
+        side.join()
+        for name, path in logs.items():
+            session.log(f"{name[0].upper()}{name[1:]}:")
+            print(path.read_text()[-5000:] if path.exists() else "(did not run)", flush=True)
+    failed = [f"{name} (see {logs[name]})" for name in logs if SIDE_RESULTS.get(name) != 0]
+    if failed:
+        session.error(f"Beside the tests, these failed: {'; '.join(failed)}.")
+
+
+#: Test files that run whole programs (the monitor, the demo, a standalone cluster, a state
+#: server's strays): `nox -s test` runs them after the solution notebooks, beside the rest.
+SIDE_TESTS = [
+    "tests/test_cluster.py",
+    "tests/test_demo.py",
+    "tests/test_state_server_strays.py",
+    "tests/test_monitor.py",
+    "tests/test_lab05_recovery.py",
+]
+SIDE_RESULTS: dict[str, int] = {}
+
+
+def _side_stream(env: dict[str, str], logs: dict[str, Path]) -> None:
+    """The solution notebooks under nbval, then the whole-program tests, each to its log."""
+    steps = dict(zip(logs, (["solutions", "-q"], [*SIDE_TESTS, "-q"]), strict=True))
+    for name, args in steps.items():
+        with logs[name].open("w") as out:
+            SIDE_RESULTS[name] = subprocess.call(
+                [str(BIN / "python"), "-m", "pytest", *args],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
 
 
 @nox.session
