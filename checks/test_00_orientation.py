@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_equal
+from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
@@ -256,12 +256,12 @@ def _crash_in_spark(spark, tmp_path: Path) -> dict:
 
 @exercise("0.3", timeout=120)
 def test_crash_prediction_matches_spark(nb, spark, tmp_path):
-    predicted = nb.AFTER_THE_CRASH
-    if not isinstance(predicted, dict) or sorted(predicted) != ["reports", "rows_in_output"]:
-        raise CheckFailed(
-            "AFTER_THE_CRASH should be a dict with the keys 'reports' (a list of summaries) "
-            f"and 'rows_in_output' (an int); it is {predicted!r}."
-        )
+    predicted = expect_keys(
+        nb.AFTER_THE_CRASH,
+        "AFTER_THE_CRASH",
+        ["reports", "rows_in_output"],
+        hint="'reports' is a list of summaries and 'rows_in_output' an int.",
+    )
     spark_says = _crash_in_spark(spark, tmp_path)
     answer = {"reports": list(predicted["reports"]), "rows_in_output": predicted["rows_in_output"]}
     hint = ""

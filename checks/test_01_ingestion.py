@@ -13,7 +13,7 @@ import json
 import logging
 import os
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,26 +24,21 @@ from pyspark.sql import functions as F
 
 from streamlab.deadlines import finish
 from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
-from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_that
+from streamlab.grading import (
+    CheckFailed,
+    exercise,
+    expect_dataframe,
+    expect_equal,
+    expect_keys,
+    expect_that,
+)
+from streamlab.grading.stories import HUB_ARROW_SCHEMA, START
 from streamlab.hub import Hub as EmulatedHub
 from streamlab.hub import partition_for_key
 from streamlab.hub_explorer import explore
 
 EVENT_COLUMNS = EVENTHUBS_SCHEMA.fieldNames()
 HEARTBEAT_COLUMNS = ["machine_name", "machine_time", "event_time", "partition", "sequence_number"]
-ARROW_SCHEMA = pa.schema(
-    [
-        ("body", pa.binary()),
-        ("partition", pa.string()),
-        ("offset", pa.string()),
-        ("sequenceNumber", pa.int64()),
-        ("enqueuedTime", pa.timestamp("us", tz="UTC")),
-        ("publisher", pa.string()),
-        ("partitionKey", pa.string()),
-        ("properties", pa.map_(pa.string(), pa.string())),
-    ]
-)
-START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 PARTITIONS = 4
 
 
@@ -95,7 +90,7 @@ class Hub:
     def write(self, folder: Path, name: str) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         pq.write_table(
-            pa.Table.from_pylist(self.events, schema=ARROW_SCHEMA), folder / f".{name}.parquet"
+            pa.Table.from_pylist(self.events, schema=HUB_ARROW_SCHEMA), folder / f".{name}.parquet"
         )
         os.replace(folder / f".{name}.parquet", folder / f"{name}.parquet")
         self.events = []
@@ -488,10 +483,8 @@ def _offsets(text):
 
 @exercise("1.5", timeout=240)
 def test_restart_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
-    predicted = nb.RESTART
     keys = ["batchId", "endOffset", "numInputRows", "startOffset"]
-    if not isinstance(predicted, dict) or sorted(predicted) != keys:
-        raise CheckFailed(f"RESTART should be a dict with the keys {keys}; it is {predicted!r}.")
+    predicted = expect_keys(nb.RESTART, "RESTART", keys)
     logging.getLogger("azure").setLevel(logging.ERROR)
     with EmulatedHub(data_dir=tmp_path / "hub", eventhubs={"heartbeats": 2}) as hub:
         _send_to(hub.connection_string, "0", 3)
@@ -552,11 +545,12 @@ def _landing_on_a_fresh_hub(rounds) -> dict:
 def test_landing_prediction_matches_the_hub(nb):
     predicted, rounds = nb.LANDING, nb.HEARTBEAT_ROUNDS
     machines = sorted({machine for machines in rounds for machine in machines})
-    if not isinstance(predicted, dict) or sorted(predicted) != machines:
-        raise CheckFailed(
-            f"LANDING should be a dict with one entry per machine of HEARTBEAT_ROUNDS "
-            f"({', '.join(machines)}); it is {predicted!r}."
-        )
+    expect_keys(
+        predicted,
+        "LANDING",
+        machines,
+        hint="LANDING has one entry per machine of HEARTBEAT_ROUNDS.",
+    )
     try:
         answer = {m: (str(predicted[m][0]), list(predicted[m][1])) for m in machines}
     except (TypeError, IndexError, KeyError):

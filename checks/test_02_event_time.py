@@ -9,9 +9,7 @@ a run here of the query the notebook gives, before their fixes are graded. Times
 UTC, never as Python datetimes (which ``collect()`` turns into the machine's local time).
 """
 
-import json
-import os
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from pyspark.errors import AnalysisException
@@ -22,10 +20,10 @@ from pyspark.sql.streaming import StreamingQuery
 from streamlab.deadlines import drain, finish
 from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_keys
 from streamlab.grading.facts import spark_facts
+from streamlab.grading.stories import START, deliver_file
 
 SCHEMA = "machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP"
 COLUMNS = ["window_start", "window_end", "machine_name", "heartbeats"]
-START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 
 
 def beat(machine, second, enqueued=None, skew=0):
@@ -38,16 +36,6 @@ def beat(machine, second, enqueued=None, skew=0):
         "machine_time": sent.isoformat(),
         "event_time": stored.isoformat(),
     }
-
-
-def deliver(folder: Path, name: str, beats, order: int = 0) -> None:
-    """One JSON file, written atomically; ``order`` fixes the order the file source sees."""
-    folder.mkdir(parents=True, exist_ok=True)
-    hidden = folder / f".{name}.tmp"
-    hidden.write_text("".join(json.dumps(b) + "\n" for b in beats))
-    stamp = 1_700_000_000 + order
-    os.utime(hidden, (stamp, stamp))
-    os.replace(hidden, folder / f"{name}.json")
 
 
 def stream(spark, folder: Path, **options) -> DataFrame:
@@ -299,7 +287,7 @@ def test_tumbling_counts_on_a_batch(nb, spark):
 @exercise("2.1", timeout=90)
 def test_tumbling_counts_on_a_stream(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
-    deliver(folder, "a", WINDOW_BEATS)
+    deliver_file(folder, "a", WINDOW_BEATS)
     counts = expect_dataframe(
         nb.tumbling_counts(stream(spark, folder), "5 seconds"), "tumbling_counts"
     )
@@ -341,12 +329,12 @@ def _sliding_in_spark(spark) -> dict:
 
 @exercise("2.2", timeout=120)
 def test_sliding_prediction_matches_spark(nb, spark):
-    predicted = nb.SLIDING
-    if not isinstance(predicted, dict) or sorted(predicted) != sorted(PREDICTED):
-        raise CheckFailed(
-            "SLIDING should be a dict with the keys 'Producer 1' and 'Producer 3', each the "
-            f"list of that machine's windows; it is {predicted!r}."
-        )
+    predicted = expect_keys(
+        nb.SLIDING,
+        "SLIDING",
+        sorted(PREDICTED),
+        hint="Each key's value is the list of that machine's windows.",
+    )
     spark_says = _sliding_in_spark(spark)
     answer = {m: [tuple(row) for row in predicted[m]] for m in PREDICTED}
     first = spark_says["Producer 1"][0]
@@ -370,7 +358,7 @@ def test_sliding_prediction_matches_spark(nb, spark):
 @exercise("2.3", timeout=90)
 def test_final_counts_close_windows_and_drop_late_rows(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
-    deliver(folder, "0", [beat("m1", 1), beat("m1", 2), beat("m2", 3)], order=0)
+    deliver_file(folder, "0", [beat("m1", 1), beat("m1", 2), beat("m2", 3)], order=0)
     counts = expect_dataframe(
         nb.final_counts(stream(spark, folder), "10 seconds", "5 seconds"), "final_counts", COLUMNS
     )
@@ -387,7 +375,7 @@ def test_final_counts_close_windows_and_drop_late_rows(nb, spark, tmp_path, chec
         "append mode writes nothing yet.",
         show=show,
     )
-    deliver(folder, "1", [beat("m2", 30)], order=1)
+    deliver_file(folder, "1", [beat("m2", 30)], order=1)
     drain(query, within=240, what="the check's query to process the files written so far")
     closed = [(hhmmss(0), hhmmss(10), "m1", 2), (hhmmss(0), hhmmss(10), "m2", 1)]
     expect_equal(
@@ -398,7 +386,7 @@ def test_final_counts_close_windows_and_drop_late_rows(nb, spark, tmp_path, chec
         show=show,
         hint="Is the watermark on event_time, with the delay argument as its delay?",
     )
-    deliver(folder, "2", [beat("m1", 3), beat("m2", 31)], order=2)
+    deliver_file(folder, "2", [beat("m1", 3), beat("m2", 31)], order=2)
     drain(query, within=240, what="the check's query to process the files written so far")
     expect_equal(
         table(),
@@ -423,7 +411,7 @@ def test_final_counts_close_windows_and_drop_late_rows(nb, spark, tmp_path, chec
 @exercise("2.3", timeout=90)
 def test_final_counts_use_the_delay_argument(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
-    deliver(folder, "0", [beat("m1", 1), beat("m1", 14)], order=0)
+    deliver_file(folder, "0", [beat("m1", 1), beat("m1", 14)], order=0)
     counts = expect_dataframe(
         nb.final_counts(stream(spark, folder), "10 seconds", "2 seconds"), "final_counts"
     )
@@ -461,7 +449,7 @@ def _late_story_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
         .start()
     )
     for number, beats in enumerate(LATE_STORY):
-        deliver(folder, str(number), [beat(m, s) for m, s in beats], order=number)
+        deliver_file(folder, str(number), [beat(m, s) for m, s in beats], order=number)
         drain(query, within=240, what="the check's query to process the files written so far")
     query.stop()
     dropped = sum(
@@ -475,12 +463,12 @@ def _late_story_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
 
 @exercise("2.4", timeout=120)
 def test_late_data_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
-    predicted = nb.LATE_DATA
-    if not isinstance(predicted, dict) or sorted(predicted) != ["dropped", "emitted"]:
-        raise CheckFailed(
-            "LATE_DATA should be a dict with the keys 'emitted' (a list of (window_start, "
-            f"machine_name, heartbeats)) and 'dropped' (an int); it is {predicted!r}."
-        )
+    predicted = expect_keys(
+        nb.LATE_DATA,
+        "LATE_DATA",
+        ["dropped", "emitted"],
+        hint="'emitted' is a list of (window_start, machine_name, heartbeats) and 'dropped' an int.",
+    )
     answer = {
         "emitted": sorted(tuple(row) for row in predicted["emitted"]),
         "dropped": predicted["dropped"],
@@ -581,7 +569,7 @@ def _board_diagnosis(answer) -> dict:
 def _board_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
     """The notebook's first try on its two deliveries, and what Spark shows of the run."""
     for number, beats in enumerate(BOARD_STORY):
-        deliver(folder, str(number), [beat(m, s) for m, s in beats], order=number)
+        deliver_file(folder, str(number), [beat(m, s) for m, s in beats], order=number)
     query = start_live_counts_first_try(
         counts_of(stream(spark, folder, maxFilesPerTrigger=1)),
         "check_2_5_first_try",
@@ -616,8 +604,8 @@ def test_live_counts_hold_the_latest_count_per_window(nb, spark, tmp_path, check
         "spark.table('board_first_try'), rather than reasoning from the code alone.",
     )
     folder = tmp_path / "in"
-    deliver(folder, "a", [beat("m1", 1), beat("m1", 2), beat("m2", 3)], order=0)
-    deliver(folder, "b", [beat("m1", 4), beat("m2", 12)], order=1)
+    deliver_file(folder, "a", [beat("m1", 1), beat("m1", 2), beat("m2", 3)], order=0)
+    deliver_file(folder, "b", [beat("m1", 4), beat("m2", 12)], order=1)
     counts = counts_of(stream(spark, folder, maxFilesPerTrigger=1))  # one file per micro-batch
     try:
         query = nb.start_live_counts(counts, "check_2_5", checkpoint_dir)
@@ -745,7 +733,7 @@ def _replay_diagnosis(answer) -> dict:
 def _replays_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
     """The notebook's first version on its two deliveries, and what Spark shows of the run."""
     for number, beats in enumerate(REPLAY_STORY):
-        deliver(folder, str(number), [beat(m, s, e) for m, s, e in beats], order=number)
+        deliver_file(folder, str(number), [beat(m, s, e) for m, s, e in beats], order=number)
     query = (
         drop_replays_first_try(stream(spark, folder))
         .writeStream.format("memory")
@@ -787,8 +775,8 @@ def test_replayed_heartbeats_are_dropped(nb, spark, tmp_path, checkpoint_dir):
         "on its checkpoint, rather than reasoning from the code alone.",
     )
     folder = tmp_path / "in"
-    deliver(folder, "a", [beat("m1", 1), beat("m2", 1)], order=0)
-    deliver(folder, "b", [beat("m1", 1, enqueued=3), beat("m1", 2, enqueued=4)], order=1)
+    deliver_file(folder, "a", [beat("m1", 1), beat("m2", 1)], order=0)
+    deliver_file(folder, "b", [beat("m1", 1, enqueued=3), beat("m1", 2, enqueued=4)], order=1)
     query = _start_dedup(nb, spark, folder, "30 seconds", "check_2_6", checkpoint_dir)
     drain(query, within=240, what="the check's query to process the files written so far")
     got = _dedup_rows(spark, "check_2_6")
@@ -829,9 +817,9 @@ def test_a_replay_later_than_the_delay_goes_through(nb, spark, tmp_path, checkpo
     # m2's heartbeat at 10:00:10 moves a 2-second watermark to 10:00:08, past m1's first
     # heartbeat (10:00:01) plus 2 s: the next batch, run with it, forgets m1's key, and the
     # replay, one batch later, counts again.
-    deliver(folder, "a", [beat("m1", 1), beat("m2", 10)], order=0)
-    deliver(folder, "b", [beat("m2", 11)], order=1)
-    deliver(folder, "c", [beat("m1", 1, enqueued=12)], order=2)
+    deliver_file(folder, "a", [beat("m1", 1), beat("m2", 10)], order=0)
+    deliver_file(folder, "b", [beat("m2", 11)], order=1)
+    deliver_file(folder, "c", [beat("m1", 1, enqueued=12)], order=2)
     query = _start_dedup(nb, spark, folder, "2 seconds", "check_2_6_delay", checkpoint_dir)
     drain(query, within=240, what="the check's query to process the files written so far")
     expect_equal(
@@ -857,7 +845,7 @@ def test_a_replay_later_than_the_delay_goes_through(nb, spark, tmp_path, checkpo
 @exercise("2.7", timeout=90)
 def test_state_store_dirs_of_a_real_query(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
-    deliver(folder, "a", [beat("m1", 1), beat("m2", 2), beat("m1", 1, enqueued=2)])
+    deliver_file(folder, "a", [beat("m1", 1), beat("m2", 2), beat("m1", 1, enqueued=2)])
     # Two stateful operators: a de-duplication, then a windowed count.
     counts = (
         stream(spark, folder)

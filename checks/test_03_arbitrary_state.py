@@ -15,12 +15,12 @@ clock). Then Spark, on JSON files the check writes:
   micro-batch that follows the data marks every machine Unhealthy.
 """
 
-import json
-import os
+import contextlib
+import io
 import re
 import sys
 import warnings
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +40,7 @@ from streamlab.grading import (
     expect_that,
 )
 from streamlab.grading.facts import spark_facts
+from streamlab.grading.stories import START, deliver_file
 
 # Spark's Python workers cannot import this file: send the reference function by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -50,7 +51,6 @@ OUTPUT_SCHEMA = (
 )
 STATE_SCHEMA = "status STRING, last_seen_ms LONG"
 SCHEMA = "machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP"
-START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 T0 = int(START.timestamp() * 1000)  # START in epoch milliseconds
 
 
@@ -405,19 +405,15 @@ def reference_transition(key, pdfs, state, timeout_ms=5_000, arm=_arm_event_time
 def deliver(folder: Path, name: str, machines, seconds) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     lines = [
-        json.dumps(
-            {
-                "machine_name": m,
-                "machine_time": (START + timedelta(seconds=s)).isoformat(),
-                "event_time": (START + timedelta(seconds=s)).isoformat(),
-            }
-        )
+        {
+            "machine_name": m,
+            "machine_time": (START + timedelta(seconds=s)).isoformat(),
+            "event_time": (START + timedelta(seconds=s)).isoformat(),
+        }
         for s in seconds
         for m in machines
     ]
-    hidden = folder / f".{name}.tmp"
-    hidden.write_text("\n".join(lines) + "\n")
-    os.replace(hidden, folder / f"{name}.json")
+    deliver_file(folder, name, lines, order=None)
 
 
 def status_rows(spark, table: str) -> list[tuple]:
@@ -435,10 +431,11 @@ def status_rows(spark, table: str) -> list[tuple]:
 
 
 def plan_of(df: DataFrame) -> str:
-    try:
-        return df._jdf.queryExecution().logical().toString()
-    except Exception:  # not a classic DataFrame: skip the plan checks
-        return ""
+    """The query's plans as ``explain`` prints them, on a classic session or Spark Connect."""
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        df.explain(mode="extended")
+    return shown.getvalue()
 
 
 def start(df, name: str, checkpoint_dir: str, fn_name: str, timeout: str, **trigger):
@@ -446,26 +443,25 @@ def start(df, name: str, checkpoint_dir: str, fn_name: str, timeout: str, **trig
     if not df.isStreaming:
         raise CheckFailed(f"{fn_name}() should return the streaming DataFrame it built.")
     plan = plan_of(df)
-    if plan:
-        line = next((ln for ln in plan.splitlines() if "FlatMapGroupsInPandasWithState" in ln), "")
-        if not line:
-            raise CheckFailed(
-                f"{fn_name}() should group by machine_name and call applyInPandasWithState."
-            )
-        used = next(
-            (
-                t
-                for t in ("EventTimeTimeout", "ProcessingTimeTimeout", "NoTimeout")
-                if line.rstrip().endswith(t)
-            ),
-            "?",
+    line = next((ln for ln in plan.splitlines() if "FlatMapGroupsInPandasWithState" in ln), "")
+    if not line:
+        raise CheckFailed(
+            f"{fn_name}() should group by machine_name and call applyInPandasWithState."
         )
-        why = (
-            "the seed's design, whose flaw exercise 3.3 shows; the fix is exercise 3.4"
-            if timeout == "EventTimeTimeout"
-            else "the fix: Spark's clock, not the events', decides when a machine is silent"
-        )
-        expect_equal(used, timeout, f"The kind of timeout {fn_name}() uses: {why}.")
+    used = next(
+        (
+            t
+            for t in ("EventTimeTimeout", "ProcessingTimeTimeout", "NoTimeout")
+            if line.rstrip().endswith(t)
+        ),
+        "?",
+    )
+    why = (
+        "the seed's design, whose flaw exercise 3.3 shows; the fix is exercise 3.4"
+        if timeout == "EventTimeTimeout"
+        else "the fix: Spark's clock, not the events', decides when a machine is silent"
+    )
+    expect_equal(used, timeout, f"The kind of timeout {fn_name}() uses: {why}.")
     writer = (
         df.writeStream.format("memory")
         .queryName(name)
@@ -617,13 +613,10 @@ def _seed_run(spark, folder: Path, checkpoint_dir: str, name: str = "check_3_3")
 
 @exercise("3.3", timeout=150)
 def test_silence_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
-    predicted = nb.SILENCE
     steps = [step for step, _ in STEPS]
-    if not isinstance(predicted, dict) or sorted(predicted) != sorted(steps):
-        raise CheckFailed(
-            f"SILENCE should be a dict with the keys {steps}, each a list of rows; it is "
-            f"{predicted!r}."
-        )
+    predicted = expect_keys(
+        nb.SILENCE, "SILENCE", sorted(steps), hint="Each key's value is a list of rows."
+    )
     answer = {step: sorted(tuple(r) for r in predicted[step]) for step in steps}
     spark_says = _silence_in_spark(spark, tmp_path / "in", checkpoint_dir)
     spark_says = {

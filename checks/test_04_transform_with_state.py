@@ -26,6 +26,7 @@ from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys
 from streamlab.grading.facts import spark_facts
 from streamlab.grading.heartbeat_checks import Meter, ProcessorStory, ReferenceHeartbeatProcessor
+from streamlab.grading.stories import is_not_done
 from streamlab.grading.verdict import query_cause
 from streamlab.tws_batches import pending_timers, register_timer
 
@@ -618,7 +619,7 @@ def _run_learner_test(nb, processor_class):
     try:
         returned = nb.check_recovery_and_retirement(processor_class)
     except Exception as error:  # a test that fails, whatever it raised
-        if "is not done yet" in str(error):
+        if is_not_done(error):
             raise
         return "failed", _where(error)
     return "passed", returned
@@ -739,7 +740,7 @@ def _run(spark, frame, output: Path, checkpoint: Path, what: str) -> list[Row]:
             query, within=240, what="the check's query over your processor to read its heartbeats"
         )
     except Exception as error:
-        if "is not done yet" in str(error):
+        if is_not_done(error):
             raise
         raise CheckFailed(
             f"The query of {what} failed.",

@@ -10,7 +10,6 @@ its progress reports, its sink and, for 7.8, the Delta table's history.
 """
 
 import json
-import os
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,9 +30,9 @@ from streamlab.grading import (
     expect_that,
 )
 from streamlab.grading.facts import spark_facts
+from streamlab.grading.stories import START, deliver_file
 from streamlab.grading.verdict import query_cause
 
-START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 EPOCH = int(START.timestamp())
 EVENT_COLUMNS = EVENTHUBS_SCHEMA.fieldNames()
 READING_COLUMNS = ["device_id", "sensor_freq", "event_time", "sequence_number"]
@@ -62,16 +61,6 @@ def at(second: float) -> datetime:
 
 def clock(second: float) -> str:
     return at(second).strftime("%H:%M:%S")
-
-
-def deliver(folder: Path, name: str, lines: list[dict], order: int = 0) -> None:
-    """One JSON file, written atomically; ``order`` fixes the order the file source sees."""
-    folder.mkdir(parents=True, exist_ok=True)
-    hidden = folder / f".{name}.tmp"
-    hidden.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    stamp = 1_700_000_000 + order
-    os.utime(hidden, (stamp, stamp))
-    os.replace(hidden, folder / f"{name}.json")
 
 
 def reading_line(device: str, second: float, freq: float, sequence: int) -> dict:
@@ -521,7 +510,7 @@ def test_windows_are_written_once_when_the_watermark_closes_them(
     nb, spark, tmp_path, checkpoint_dir
 ):
     folder, output = tmp_path / "readings", tmp_path / "samples"
-    deliver(folder, "run-1", [reading_line(d, s, f, n) for d, s, f, n in RUN_1], order=0)
+    deliver_file(folder, "run-1", [reading_line(d, s, f, n) for d, s, f, n in RUN_1], order=0)
     got = run_windows(nb, spark, folder, output, checkpoint_dir)
     closed = expected_windows(RUN_1, [("d1", -30), ("d1", 0), ("d2", -30), ("d2", 0)])
     expect_that(
@@ -541,7 +530,7 @@ def test_windows_are_written_once_when_the_watermark_closes_them(
         FROM_PICK_SAMPLES,
     )
 
-    deliver(folder, "run-2", [reading_line(d, s, f, n) for d, s, f, n in RUN_2], order=1)
+    deliver_file(folder, "run-2", [reading_line(d, s, f, n) for d, s, f, n in RUN_2], order=1)
     got = run_windows(nb, spark, folder, output, checkpoint_dir)
     if any(r[0] == 25 for g in got for r in (g[4], g[5], g[6])):
         raise CheckFailed(
@@ -611,7 +600,7 @@ def test_the_second_run_is_as_predicted(nb, spark, tmp_path, checkpoint_dir):
     folder, output = tmp_path / "readings", tmp_path / "samples"
 
     def run(order: int, readings) -> tuple[list, int]:
-        deliver(folder, f"run-{order}", [reading_line(*r) for r in readings], order=order)
+        deliver_file(folder, f"run-{order}", [reading_line(*r) for r in readings], order=order)
         query = (
             _counted_windows(spark, folder)
             .withColumn("run", F.lit(order))
@@ -769,7 +758,7 @@ def _what_the_found_alerts_do(spark, root: Path) -> dict:
     alerts = _alert_events_as_found(spark.readStream.schema(READING_DDL).json(str(folder)))
     progress = []
     for order, readings in enumerate((NOTEBOOK_RUN_1, NOTEBOOK_RUN_2)):
-        deliver(folder, f"run-{order}", [reading_line(*r) for r in readings], order=order)
+        deliver_file(folder, f"run-{order}", [reading_line(*r) for r in readings], order=order)
         query = (
             alerts.writeStream.format("parquet")
             .option("path", str(output))
@@ -839,7 +828,7 @@ def test_alerts_come_at_once_without_state(nb, spark, tmp_path, checkpoint_dir):
 
     # Two runs: the first moves any watermark, and its last batch puts it in force for the
     # second, which reads an anomaly from an hour before.
-    deliver(
+    deliver_file(
         folder,
         "a",
         [
@@ -850,7 +839,7 @@ def test_alerts_come_at_once_without_state(nb, spark, tmp_path, checkpoint_dir):
         order=0,
     )
     run()
-    deliver(folder, "b", [reading_line("d2", -3600, -2.0, 2)], order=1)
+    deliver_file(folder, "b", [reading_line("d2", -3600, -2.0, 2)], order=1)
     run()
     expect_equal(
         decoded(spark.read.parquet(str(output))),
@@ -873,7 +862,7 @@ def test_alerts_come_at_once_without_state(nb, spark, tmp_path, checkpoint_dir):
 
 def pool_recording_writer(spark, folder: Path, checkpoint: str, seen: list):
     """A writer whose batches record the scheduler pool they run in."""
-    deliver(folder, "a", [reading_line("d1", 1, 50.0, 1)])
+    deliver_file(folder, "a", [reading_line("d1", 1, 50.0, 1)])
 
     def record(batch, batch_id):
         seen.append(batch.sparkSession.sparkContext.getLocalProperty(POOL_PROPERTY))
@@ -1123,8 +1112,8 @@ def test_a_restarted_query_writes_its_replayed_batch_once(nb, spark, tmp_path, c
         )
         finish(query, within=240, what="the check's query over your batch writer to read its files")
 
-    deliver(folder, "a", [reading_line("d1", n, 50.0, n) for n in range(3)], order=0)
-    deliver(folder, "b", [reading_line("d1", n, 50.0, n) for n in range(3, 5)], order=1)
+    deliver_file(folder, "a", [reading_line("d1", n, 50.0, n) for n in range(3)], order=0)
+    deliver_file(folder, "b", [reading_line("d1", n, 50.0, n) for n in range(3, 5)], order=1)
     run()
     _crash_before_commit(checkpoint_dir)  # after write() returned for batch 1
     run()
@@ -1208,7 +1197,7 @@ def _what_the_found_writer_does(spark, root: Path) -> dict:
         progress.extend(query.recentProgress)
 
     for order, (name, readings) in enumerate(SAMPLES_STORY):
-        deliver(folder, name, [reading_line(*r) for r in readings], order)
+        deliver_file(folder, name, [reading_line(*r) for r in readings], order)
         run()
         if order > 0:
             _crash_before_commit(checkpoint)
@@ -1290,13 +1279,13 @@ def test_each_closed_window_lands_once(nb, spark, tmp_path, checkpoint_dir):
         )
         finish(query, within=240, what="the query your samples_writer() defines to read its input")
 
-    deliver(folder, "a", [reading_line("d1", 5, 50.0, 1), reading_line("d1", 25, 50.2, 3)], 0)
+    deliver_file(folder, "a", [reading_line("d1", 5, 50.0, 1), reading_line("d1", 25, 50.2, 3)], 0)
     run()
-    deliver(folder, "b", [reading_line("d1", 15, 50.1, 2)], 1)
+    deliver_file(folder, "b", [reading_line("d1", 15, 50.1, 2)], 1)
     run()
     _crash_before_commit(checkpoint_dir)
     run()
-    deliver(folder, "c", [reading_line("d1", 125, 50.3, 4)], 2)
+    deliver_file(folder, "c", [reading_line("d1", 125, 50.3, 4)], 2)
     run()  # its last batch, run without new data, writes the windows 10:02:05 closes
     _crash_before_commit(checkpoint_dir)
     run()
@@ -1359,7 +1348,7 @@ def test_a_stateful_query_replays_its_batch_once(nb, spark, tmp_path, checkpoint
                 actual=_deepest_cause(query, error),
             ) from None
 
-    deliver(folder, "a", [reading_line("d1", 1, 50.0, 1), reading_line("d2", 2, 50.0, 1)], 0)
+    deliver_file(folder, "a", [reading_line("d1", 1, 50.0, 1), reading_line("d2", 2, 50.0, 1)], 0)
     run()
     _crash_before_commit(checkpoint_dir)
     run()

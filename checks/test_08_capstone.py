@@ -39,6 +39,7 @@ from streamlab.grading import (
     expect_that,
 )
 from streamlab.grading.facts import spark_facts
+from streamlab.grading.stories import HUB_ARROW_SCHEMA, HUB_SYSTEM_ARROW_SCHEMA, START, is_not_done
 from streamlab.grading.verdict import query_cause
 from streamlab.paths import REPO_ROOT
 from streamlab.solutions import load_solution
@@ -51,7 +52,6 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
 FIELDS = ["machine_name", "status", "previous_status", "last_status_change_time"]
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
-START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 HOUR_MS = 3_600_000
 
 
@@ -724,7 +724,7 @@ def test_the_status_hub_after_a_replay_is_as_predicted(nb, spark, tmp_path):
             )
         incoming.mkdir(parents=True, exist_ok=True)
         path = incoming / f"{second:03d}.parquet"
-        pq.write_table(pa.Table.from_pylist(rows, schema=_HUB_SCHEMA), path)
+        pq.write_table(pa.Table.from_pylist(rows, schema=HUB_ARROW_SCHEMA), path)
         os.utime(path, (START.timestamp() + second,) * 2)
     lab05 = _lab05()
     with Hub(data_dir=tmp_path / "hub", eventhubs={"status": 1}, port=0) as hub:
@@ -773,20 +773,6 @@ def test_the_status_hub_after_a_replay_is_as_predicted(nb, spark, tmp_path):
 
 # --- 8.4 · the pipeline over files -----------------------------------------------------------
 
-_HUB_SCHEMA = pa.schema(
-    [
-        ("body", pa.binary()),
-        ("partition", pa.string()),
-        ("offset", pa.string()),
-        ("sequenceNumber", pa.int64()),
-        ("enqueuedTime", pa.timestamp("us", tz="UTC")),
-        ("publisher", pa.string()),
-        ("partitionKey", pa.string()),
-        ("properties", pa.map_(pa.string(), pa.string())),
-    ]
-)
-# The same, with the map the source adds when read with systemProperties.
-_ARROW_SCHEMA = _HUB_SCHEMA.append(pa.field("systemProperties", pa.map_(pa.string(), pa.string())))
 TRANSITION_COLUMNS = [
     ("machine_name", "string"),
     ("status", "string"),
@@ -825,7 +811,7 @@ def _write_events(
     ]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{second:03d}.parquet"
-    pq.write_table(pa.Table.from_pylist(rows, schema=_ARROW_SCHEMA), path)
+    pq.write_table(pa.Table.from_pylist(rows, schema=HUB_SYSTEM_ARROW_SCHEMA), path)
     stamp = START.timestamp() + second  # the file source takes new files in this order
     os.utime(path, (stamp, stamp))
     return first_number + len(events)
@@ -959,7 +945,7 @@ def test_heartbeats_in_status_events_out(nb, spark, tmp_path):
             df.writeStream.foreachBatch(collect).option("checkpointLocation", str(checkpoint)),
         )
     except Exception as error:
-        if "is not done yet" in str(error):
+        if is_not_done(error):
             raise
         raise CheckFailed(
             "The pipeline failed on a mix of heartbeats and broken events.",
@@ -1263,7 +1249,7 @@ def test_the_query_turns_heartbeats_into_status_events_on_the_hub(nb, spark, tmp
         except AssertionError:
             raise
         except Exception as error:
-            if "is not done yet" in str(error):
+            if is_not_done(error):
                 raise
             raise CheckFailed(
                 "The query failed.",

@@ -32,6 +32,20 @@ class HubUnreachable(RuntimeError):
     """Nothing answers at the connection string's endpoint."""
 
 
+class SdkChanged(RuntimeError):
+    """The installed azure-eventhub lacks a member of its client the explorer relies on."""
+
+
+#: The members of the SDK's client (not its public API) that ask the hub for its readers.
+_SDK_MEMBERS = ("_amqp_transport", "_management_request")
+
+
+def _sdk_version() -> str:
+    from importlib.metadata import version
+
+    return version("azure-eventhub")
+
+
 @dataclass(frozen=True)
 class Event:
     """One stored event, as a consumer receives it."""
@@ -153,10 +167,20 @@ def _explore_one(
 def _readers(client: Any, name: str) -> tuple[Reader, ...] | None:
     """The emulator's receivers of ``name``, through the SDK's management link; None where the
     hub does not answer this type (Azure Event Hubs keeps no such list)."""
+    from azure.eventhub.exceptions import EventHubError
+
+    missing = [member for member in _SDK_MEMBERS if not hasattr(client, member)]
+    if missing:
+        raise SdkChanged(
+            f"This azure-eventhub ({_sdk_version()}) has no {', '.join(missing)}: the hub "
+            "explorer asks the hub for its readers through these members of the SDK's client, "
+            "which a release may change. Install the course's pinned packages (nox -s lab "
+            "reinstalls them from requirements.lock)."
+        )
     try:
         message = client._amqp_transport.build_message(application_properties={"name": name})
         answer = client._management_request(message, op_type=RECEIVERS.encode()).value
-    except Exception:  # an unknown management type: the hub does not say
+    except EventHubError:  # the hub refuses the request: it keeps no such list
         return None
     return tuple(
         Reader(

@@ -232,3 +232,29 @@ def test_the_command_and_the_widget_say_the_same_of_the_readers():
         view = HubView("127.0.0.1:5672", (EventHub("heartbeats", (), readers),), ())
         assert f"  {sentence}" in describe(view).splitlines()
         assert html.escape(sentence) in render(view)
+
+
+def test_an_sdk_without_the_members_the_readers_need_is_named_in_a_sentence():
+    from streamlab.hub_explorer import SdkChanged, _readers
+
+    class OlderClient:  # a client without the SDK's _management_request
+        _amqp_transport = None
+
+    with pytest.raises(SdkChanged) as raised:
+        _readers(OlderClient(), "heartbeats")
+    message = str(raised.value)
+    assert "azure-eventhub" in message and "_management_request" in message
+    assert "_amqp_transport" not in message.split(" has no ")[1].split(":")[0]
+
+
+def test_a_hub_that_refuses_the_readers_request_gives_none_not_an_error(hub):
+    from azure.eventhub import EventHubConsumerClient
+
+    from streamlab.hub_explorer import _readers
+
+    client = EventHubConsumerClient.from_connection_string(
+        hub.connection_string, consumer_group="$Default", eventhub_name="heartbeats", retry_total=0
+    )
+    with client:
+        assert _readers(client, "heartbeats") is not None
+        assert _readers(client, "no-such-hub") is None
