@@ -49,11 +49,14 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
 from streamlab.progress import as_dict, timestamp
+
+if TYPE_CHECKING:
+    from azure.eventhub import EventHubProducerClient
 
 #: The rules' names, as an alert's ``rule`` says them.
 WATERMARK_LAG = "watermark_lag"
@@ -148,8 +151,8 @@ def watermark_lag(history: Sequence[dict], max_lag_s: float) -> Alert | None:
         return None
     report = history[-1]
     watermark = timestamp((report.get("eventTime") or {}).get("watermark"))
-    newest = [timestamp((r.get("eventTime") or {}).get("max")) for r in history]
-    newest = [t for t in newest if t is not None]
+    maxima = [timestamp((r.get("eventTime") or {}).get("max")) for r in history]
+    newest = [t for t in maxima if t is not None]
     if watermark is None or watermark == _EPOCH or not newest:
         return None  # no watermark yet: nothing to lag
     lag = (max(newest) - watermark).total_seconds()
@@ -273,8 +276,8 @@ def stalled(
     nothing to do), whichever is later. With neither, nothing is known of the query: no alert.
     ``query`` names it when ``history`` is empty.
     """
-    signs = [finished_at(history[-1])] if history else []
-    signs = [t for t in [*signs, alive_at] if t is not None]
+    finished = finished_at(history[-1]) if history else None
+    signs = [t for t in (finished, alive_at) if t is not None]
     if not signs:
         return None
     last = max(signs)
@@ -487,7 +490,7 @@ class AlertListener(StreamingQueryListener):
         self.errors: list[str] = []
         self.reports = 0  # progress reports heard, for a caller waiting for the listener
         self.checks = 0  # the watchdog's rounds, for a caller waiting for its next look
-        self._producer = None
+        self._producer: EventHubProducerClient | None = None
         if send is None and connection_string is not None:
             send = self._sender(connection_string, eventhub)
         self._send = send
@@ -507,12 +510,15 @@ class AlertListener(StreamingQueryListener):
         )
 
         def send(alerts: list[Alert]) -> None:
+            producer = self._producer
+            if producer is None:  # closed: no connection is opened again
+                return
             for query in dict.fromkeys(a.query for a in alerts):
-                batch = self._producer.create_batch(partition_key=query)
+                batch = producer.create_batch(partition_key=query)
                 for alert in alerts:
                     if alert.query == query:
                         batch.add(EventData(alert.to_json()))
-                self._producer.send_batch(batch)
+                producer.send_batch(batch)
 
         return send
 

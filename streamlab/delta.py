@@ -52,6 +52,7 @@ from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
 if TYPE_CHECKING:
+    from deltalake.transaction import RemoveAction
     from pyspark.sql import DataFrame
 
 __all__ = ["DeltaSchemaMismatch", "delta_writer", "fan_out", "read_table"]
@@ -196,8 +197,9 @@ def _create(
 
 def _commit(current: DeltaTable, files: list[AddAction], app_id: str, batch_id: int) -> None:
     """Step 2: one atomic commit adds the files and records (app id, batch id)."""
+    actions: list[AddAction | RemoveAction] = list(files)  # adds only: nothing is removed
     current.create_write_transaction(
-        files,
+        actions,
         mode="append",
         schema=current.schema(),
         commit_properties=_transaction(app_id, batch_id),

@@ -214,7 +214,7 @@ class Fleet(BackgroundSender):
         """Collect what is due now, advancing each machine's schedule."""
         now = self._clock()
         stamp = datetime.fromtimestamp(now, UTC)
-        due = []
+        due: list[tuple[Machine, bytes]] = []
         with self._lock:
             for machine in self._machines.values():
                 if machine.state == KILLED:

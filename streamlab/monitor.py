@@ -340,34 +340,21 @@ def supervise(
         try:
             query = start_query()
         except Exception as error:
-            query = None
-            text = error_summary(f"{type(error).__name__}: {error}")
-            why = FAILED_TO_START, f"its query could not start: {text}"
+            query, why = None, _could_not_start(error)
         else:
             if first:
                 started()
                 first = False
-            why = _watch(query, stop, stalls, every)
-            if why is None:  # asked to stop
-                try:
-                    deadlines.stop(query, within=stop_within, what="the monitor's query to stop")
-                except deadlines.QueryStalled as stuck:
-                    _say(f"{stuck} Exiting with code 1.")
-                    return 1
-                return 0
+            watched = _watch(query, stop, stalls, every)
+            if watched is None:  # asked to stop
+                return _stop_on_request(query, stop_within)
+            why = watched
             if _completed_a_batch(query):
                 restarts = 0
         cause, sentence = why
         _say(sentence)
-        if query is not None and query.isActive:
-            try:
-                deadlines.stop(query, within=stop_within, what="the stalled query to stop")
-            except deadlines.QueryStalled as stuck:
-                _say(
-                    f"{stuck} It holds its checkpoint, so it cannot be started again here: "
-                    "exiting with code 1, for a supervisor to start the monitor again."
-                )
-                return 1
+        if query is not None and not _stopped_for_restart(query, stop_within):
+            return 1
         if restarts >= max_restarts:
             _say(
                 f"giving up after {restarts} restart(s) in a row without a completed "
@@ -384,7 +371,39 @@ def supervise(
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _could_not_start(error: Exception) -> tuple[str, str]:
+    """Why a query that raised as it started is restarted, and the sentence that says so."""
+    text = error_summary(f"{type(error).__name__}: {error}")
+    return FAILED_TO_START, f"its query could not start: {text}"
+
+
+def _stop_on_request(query: Any, stop_within: float) -> int:
+    """Stop the query as asked: exit code 0, or 1 when it does not stop in time."""
+    try:
+        deadlines.stop(query, within=stop_within, what="the monitor's query to stop")
+    except deadlines.QueryStalled as stuck:
+        _say(f"{stuck} Exiting with code 1.")
+        return 1
+    return 0
+
+
+def _stopped_for_restart(query: Any, stop_within: float) -> bool:
+    """Stop a query that failed or stalled, if it still runs; False when it does not stop."""
+    if not query.isActive:
+        return True
+    try:
+        deadlines.stop(query, within=stop_within, what="the stalled query to stop")
+    except deadlines.QueryStalled as stuck:
+        _say(
+            f"{stuck} It holds its checkpoint, so it cannot be started again here: "
+            "exiting with code 1, for a supervisor to start the monitor again."
+        )
+        return False
+    return True
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The monitor's command line."""
     parser = argparse.ArgumentParser(
         prog="python -m streamlab.monitor",
         description=__doc__,
@@ -416,9 +435,11 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds without progress that make the query stalled (default: ten triggers, "
         "at least 30 s, and 120 s before its first micro-batch)",
     )
-    args = parser.parse_args(argv)
+    return parser
 
-    stop = processes.stop_requested()
+
+def _stall_listener(args: argparse.Namespace) -> tuple[AlertListener, queue.Queue[Alert]]:
+    """A listener of the alert rules, and the queue it puts each stall alert on."""
     thresholds = Thresholds(
         trigger_ms=trigger_ms(args.trigger),
         stall_after_ms=args.stall_seconds * 1000 if args.stall_seconds else None,
@@ -432,7 +453,14 @@ def main(argv: list[str] | None = None) -> int:
             if alert.rule == STALLED:
                 stalls.put(alert)
 
-    listener = AlertListener(thresholds, send=hand_over)
+    return AlertListener(thresholds, send=hand_over), stalls
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the monitor until SIGTERM or Ctrl-C (the module says how); return the exit code."""
+    args = _parser().parse_args(argv)
+    stop = processes.stop_requested()
+    listener, stalls = _stall_listener(args)
     spark, lab = session_and_lab()
     spark.streams.addListener(listener)
 

@@ -140,12 +140,12 @@ def _why_not(lab: registry.Lab, path: Path, wanted: list[str]) -> str | None:
         if is_stub(cell):
             return f"exercise {exercise} is not done yet"
     current = fingerprint(cells)
-    grade = _recorded(lab, path, current, wanted) or _grade_now(lab, path, wanted)
-    statuses = {e.get("id"): e for e in grade.get("exercises", [])} if grade else {}
+    grade = _recorded(lab, path, current, wanted) or _grade_now(lab, path, wanted) or {}
+    statuses = {e.get("id"): e for e in grade.get("exercises", [])}
     for exercise in wanted:
         entry = statuses.get(exercise)
         if entry is None:
-            return f"exercise {exercise} could not be graded ({_first(grade or {})})"
+            return f"exercise {exercise} could not be graded ({_first(grade)})"
         if entry.get("status") == "not-started":
             return f"exercise {exercise} is not done yet"
         if entry.get("status") == "not-graded":

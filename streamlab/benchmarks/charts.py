@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamlab.benchmarks.results import PUBLISHED_DIR, load
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 PALETTE = ["#3f51b5", "#009688", "#ff9800", "#9c27b0", "#607d8b", "#e91e63"]
 #: Colours of a stacked chart's parts: more of them, neighbours far apart.
@@ -36,7 +39,7 @@ WIDTH_IN = 7.5
 BAR_PT, LINE_PT, GAP_PT = 19.5, 12.0, 9.0
 #: The margin around everything, in points, and the columns of a stacked chart's legend.
 PAD_PT, LEGEND_COLUMNS = 9.0, 4
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",  # text stays text, in the font the browser has
     "svg.hashsalt": "streamlab-benchmarks",  # the same ids every time the chart is drawn
     "font.family": "sans-serif",

@@ -248,13 +248,13 @@ class Receivers:
         """
         with self._lock:
             state = self._partitions.get(partition_id)
-            alive = (
-                state is not None
-                and state.error is None
-                and state.thread is not None
-                and state.thread.is_alive()
-            )
-            if not alive or not state.first_sequence <= first <= state.next_sequence:
+            if (
+                state is None  # no receiver
+                or state.error is not None  # a dead one
+                or state.thread is None
+                or not state.thread.is_alive()
+                or not state.first_sequence <= first <= state.next_sequence
+            ):
                 self._restart(partition_id, first)
                 return
             while state.rows and state.rows[0][3] < first:

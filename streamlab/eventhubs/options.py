@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NotRequired, TypedDict
 
 from pyspark.sql.types import (
     BinaryType,
@@ -143,18 +145,27 @@ def event_hub_named(
             f"the connection string names event hub {named!r} (EntityPath) but {given_as} "
             f"is {given!r}: name the event hub in one place only"
         )
-    if not (named or given):
+    name = named or given
+    if not name:
         raise EventHubsOptionError(
             f"name the event hub with {given_as} or an EntityPath=... in the connection string"
         )
-    return named or given
+    return name
 
 
-def client_kwargs(connection_string: str, eventhub: str | None) -> dict[str, str]:
+class ClientKwargs(TypedDict):
+    """The arguments of the SDK's ``from_connection_string`` that name what a client reaches."""
+
+    conn_str: str
+    eventhub_name: NotRequired[str]  # absent when the string has an EntityPath
+
+
+def client_kwargs(connection_string: str, eventhub: str | None) -> ClientKwargs:
     """Arguments for the SDK's ``from_connection_string``, for every client the course makes."""
     name = event_hub_named(connection_string, eventhub)
-    named = entity_path(connection_string) is not None
-    return {"conn_str": connection_string, **({} if named else {"eventhub_name": name})}
+    if entity_path(connection_string) is not None:
+        return {"conn_str": connection_string}
+    return {"conn_str": connection_string, "eventhub_name": name}
 
 
 @dataclass(frozen=True)
@@ -176,7 +187,7 @@ class EventHubsOptions:
     fail_on_data_loss: bool = True
 
     @property
-    def client_kwargs(self) -> dict:
+    def client_kwargs(self) -> ClientKwargs:
         """Arguments for ``from_connection_string``: the hub name unless the string has it."""
         return client_kwargs(self.connection_string, self.eventhub)
 
@@ -202,7 +213,7 @@ def _one_of(lowered: dict, name: str, default: str, allowed, said: str = "true o
     return value.strip().lower()
 
 
-def parse_options(options: dict[str, str]) -> EventHubsOptions:
+def parse_options(options: Mapping[str, str]) -> EventHubsOptions:
     """Validate the options given to ``.option(...)`` (case-insensitive keys)."""
     lowered = {k.lower(): v for k, v in options.items()}
     connection_string = lowered.get("connectionstring")

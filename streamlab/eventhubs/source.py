@@ -209,7 +209,9 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def _one_task_if_small(partitions: list, events_per_task: int) -> list:
+def _one_task_if_small(
+    partitions: list[EventsPartition | RangePartition], events_per_task: int
+) -> list[EventsPartition | RangePartition]:
     """The events of a small batch in one input partition, so one task reads them all.
 
     Every input partition is a task, and every task a round trip to a Python worker; a batch
@@ -371,7 +373,7 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             # A batch replayed after a restart: its planning knowledge is gone; the hub's end
             # now is the best (latest) answer.
             self._known_end.update({p: e for p, (_, e) in partition_bounds(self.options).items()})
-        result = []
+        result: list[EventsPartition | RangePartition] = []
         for partition_id in sorted(end, key=lambda p: (len(p), p)):
             first, last = start.get(partition_id, 0), end[partition_id]
             gone = lost.get(partition_id)
@@ -393,9 +395,11 @@ class EventHubsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 result.append(EventsPartition(partition_id, rows))
         return _one_task_if_small(result, self.options.events_per_task)
 
-    def read(self, partition: EventsPartition | RangePartition) -> Iterator[Row]:
+    def read(self, partition: InputPartition) -> Iterator[Row]:
         if isinstance(partition, EventsPartition):
             return iter(partition.rows)
+        if not isinstance(partition, RangePartition):  # Spark hands back what partitions() made
+            raise TypeError(f"not an eventhubs input partition: {partition!r}")
         rows = read_range(
             self.options,
             partition.partition_id,

@@ -29,9 +29,19 @@ def _eventhub(text: str) -> tuple[str, int]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line: where to listen, what to serve and keep, and the key."""
     parser = argparse.ArgumentParser(
         prog="streamlab-hub", description="Local Azure Event Hubs emulator (AMQP 1.0)."
     )
+    _listening_options(parser)
+    _storage_options(parser)
+    _key_options(parser)
+    parser.add_argument("--log-level", default="WARNING", help="logging level")
+    return parser.parse_args(argv)
+
+
+def _listening_options(parser: argparse.ArgumentParser) -> None:
+    """Where the hub listens."""
     parser.add_argument(
         "--host",
         default="127.0.0.1",
@@ -43,6 +53,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=5672,
         help="port to listen on; 0 picks a free one (default: 5672)",
     )
+
+
+def _storage_options(parser: argparse.ArgumentParser) -> None:
+    """What the hub serves and how it keeps the events."""
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -78,6 +92,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--fsync", action="store_true", help="fsync every append (survives power loss, slower)"
     )
+
+
+def _key_options(parser: argparse.ArgumentParser) -> None:
+    """The shared access policy a client's tokens are signed with."""
     parser.add_argument(
         "--key-name", default=KEY_NAME, help=f"shared access policy name (default: {KEY_NAME})"
     )
@@ -88,8 +106,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         f"{KEY_VALUE}, the public key of Microsoft's emulator: set your "
         "own when the hub listens beyond this machine)",
     )
-    parser.add_argument("--log-level", default="WARNING", help="logging level")
-    return parser.parse_args(argv)
 
 
 async def _serve(config: HubConfig) -> None:

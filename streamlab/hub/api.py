@@ -222,8 +222,9 @@ def start_subprocess(
     env["PYTHONUNBUFFERED"] = "1"
     child = processes.Child(args, env=env)
 
-    def printed_connection_string() -> str | None:
-        return next((x.strip() for x in child.lines() if x.startswith("Endpoint=sb://")), None)
+    def printed_connection_string() -> str:
+        """The connection string once the hub printed it; "" until then."""
+        return next((x.strip() for x in child.lines() if x.startswith("Endpoint=sb://")), "")
 
     try:
         line = processes.wait_until(

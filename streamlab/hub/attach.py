@@ -77,7 +77,6 @@ def attach(conn: Peer, session: Session, perf: frames.Performative) -> None:
     if remote_handle is None or remote_handle in session.links:
         raise frames.ProtocolError(Condition.HANDLE_IN_USE, f"handle {remote_handle} is in use")
     name, client_receives = str(perf.field("name", "")), bool(perf.field("role", False))
-    raw_source, raw_target = perf.raw_field("source"), perf.raw_field("target")
     handle = session.free_handle()
     address = (
         _address(perf.field("source"), frames.SOURCE)
@@ -92,27 +91,7 @@ def attach(conn: Peer, session: Session, perf: frames.Performative) -> None:
         else:
             link = _inbound(conn, session, perf, name, handle, address)
     except BrokerError as exc:
-        # Null terminus on our side, then the error: the SDK raises it immediately.
-        session.send(
-            frames.attach_frame(
-                session.channel,
-                name,
-                handle,
-                not client_receives,
-                None if client_receives else echo(raw_source),
-                echo(raw_target) if client_receives else None,
-                None,
-                None,
-            )
-        )
-        session.send(
-            frames.detach_frame(
-                session.channel, handle, True, frames.error(exc.condition, exc.description)
-            )
-        )
-        dead = Link(session, name, handle, remote_handle, address)
-        dead.closed = True
-        session.links[remote_handle] = dead  # ignore its frames until the client detaches
+        _refuse(session, perf, handle, address, exc)
         return
     session.links[remote_handle] = link
     metrics = isinstance(link, ConsumerLink) and link.metrics is not None
@@ -121,11 +100,11 @@ def attach(conn: Peer, session: Session, perf: frames.Performative) -> None:
             session.channel,
             name,
             handle,
-            not client_receives,
-            echo(raw_source),
-            echo(raw_target),
-            0 if client_receives else None,
-            MAX_MESSAGE_SIZE,
+            role=not client_receives,
+            source=echo(perf.raw_field("source")),
+            target=echo(perf.raw_field("target")),
+            initial_delivery_count=0 if client_receives else None,
+            max_message_size=MAX_MESSAGE_SIZE,
             offered=[RUNTIME_METRIC] if metrics else None,
         )
     )
@@ -133,6 +112,36 @@ def attach(conn: Peer, session: Session, perf: frames.Performative) -> None:
         link.grant()
     elif isinstance(link, OutboundLink):
         link.start()
+
+
+def _refuse(
+    session: Session, perf: frames.Performative, handle: int, address: str, exc: BrokerError
+) -> None:
+    """Answer an attach that cannot be: a null terminus on our side, then the error.
+
+    The SDK raises the error at once. The link stays, closed, so that its frames are
+    ignored until the client detaches it.
+    """
+    remote_handle = perf.field("handle")
+    name, client_receives = str(perf.field("name", "")), bool(perf.field("role", False))
+    session.send(
+        frames.attach_frame(
+            session.channel,
+            name,
+            handle,
+            role=not client_receives,
+            source=None if client_receives else echo(perf.raw_field("source")),
+            target=echo(perf.raw_field("target")) if client_receives else None,
+        )
+    )
+    session.send(
+        frames.detach_frame(
+            session.channel, handle, True, frames.error(exc.condition, exc.description)
+        )
+    )
+    dead = Link(session, name, handle, remote_handle, address)
+    dead.closed = True
+    session.links[remote_handle] = dead
 
 
 def _authorize(conn: Peer, address: str, claim: str) -> None:

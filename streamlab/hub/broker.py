@@ -284,7 +284,7 @@ class Broker:
         """Each open receiver of an event hub: its partition, consumer group and the sequence
         number it delivers next (everything before it has left the hub for that receiver)."""
         hub = self.hub(name)
-        found = [
+        found: list[dict[str, Any]] = [
             {"partition": part.id, "consumer_group": group, "next_sequence_number": cursor.seq}
             for part in hub.partitions
             for group, cursor in part.readers.values()

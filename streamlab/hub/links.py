@@ -34,7 +34,11 @@ class LinkSession(Protocol):
 
     channel: int
     remote_incoming_window: int  # transfer frames the client will still take
-    max_frame_size: int  # the largest frame the client takes (from its open)
+
+    @property
+    def max_frame_size(self) -> int:
+        """The largest frame the client takes (from its open)."""
+        ...
 
     def send(self, data: bytes) -> None: ...
 

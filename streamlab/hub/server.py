@@ -182,7 +182,8 @@ def is_loopback(host: str) -> bool:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except OSError:
         return False
-    return all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+    # info[4] is (host, port[, flowinfo, scope_id]): the host is text, IPv6 perhaps with %scope
+    return all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)
 
 
 def _tune(sock: socket.socket) -> None:

@@ -62,7 +62,8 @@ class BacklogMeter:
         """Stop following; the meter keeps what it shows."""
         if self._stop is not None:
             self._stop.set()
-            self._thread.join(10)
+            if self._thread is not None:
+                self._thread.join(10)
             self._stop = self._thread = None
 
     def _repr_mimebundle_(self, **kwargs):

@@ -351,7 +351,7 @@ class StatusBoard:
         status, changed_at = self._machines[name]
         badge = self._badges.get(name)
         new = badge is None
-        if new:
+        if badge is None:
             badge = self._badges[name] = widgets.HTML(layout=widgets.Layout(margin="3px"))
         since = f"since {_clock_text(changed_at)}" if changed_at is not None else "&nbsp;"
         colour = COLOURS.get(status, COLOURS[None])

@@ -43,6 +43,15 @@ class ProducerPanel:
         self._closed = False
         self._errors_shown = 0
 
+        self._build_controls()
+        self._wire()
+        self.widget = self._arrange()
+        self._throttle = Throttle(self.refresh, refresh_interval)
+        self._unsubscribe = fleet.on_change(self._on_fleet_change)
+        self.refresh()
+
+    def _build_controls(self) -> None:
+        """The panel's controls: add a producer, its rate, and the bad and late events."""
         fit = widgets.Layout(width="auto")  # the default width cuts the labels short
         wide_label = {"description_width": "initial"}
         self.add_button = widgets.Button(
@@ -81,13 +90,15 @@ class ProducerPanel:
         self.late_button = widgets.Button(
             description="Send late event",
             icon="clock-o",
-            tooltip=f"a heartbeat {late_seconds:g} s in the past",
+            tooltip=f"a heartbeat {self.late_seconds:g} s in the past",
             layout=fit,
         )
         self.counter = widgets.HTML(layout=widgets.Layout(margin="0 0 0 1em"))
         self.message = widgets.HTML()
         self.producers = widgets.VBox()
 
+    def _wire(self) -> None:
+        """Each control acts on the fleet."""
         self.add_button.on_click(lambda _: self._act(self._add))
         self.bad_button.on_click(lambda _: self._act(self._send_bad))
         self.late_button.on_click(lambda _: self._act(self._send_late))
@@ -95,7 +106,9 @@ class ProducerPanel:
             lambda change: self._act(lambda: self.fleet.set_rate(change["new"])), names="value"
         )
 
-        self.widget = widgets.VBox(
+    def _arrange(self) -> widgets.VBox:
+        """The controls in rows: add and rate, the producers, then bad and late events."""
+        widget = widgets.VBox(
             [
                 widgets.HBox([self.add_button, self.rate, self.counter]),
                 self.producers,
@@ -103,10 +116,8 @@ class ProducerPanel:
                 self.message,
             ]
         )
-        self.widget.add_class("streamlab-producer-panel")
-        self._throttle = Throttle(self.refresh, refresh_interval)
-        self._unsubscribe = fleet.on_change(self._on_fleet_change)
-        self.refresh()
+        widget.add_class("streamlab-producer-panel")
+        return widget
 
     # -- display ----------------------------------------------------------------------------
 

@@ -161,12 +161,12 @@ def time_batches(
     reads = cache if cache is not None else {}
     first = batches[0].batch_id
     before = _windows_at(spark, checkpoint, first - 1, operator_id, reads) if first > 0 else ()
-    if before == NOT_WINDOWED:
+    if isinstance(before, str):  # NOT_WINDOWED, the only text a read gives
         return batches
     placed = []
     for batch in batches:
         after = _windows_at(spark, checkpoint, batch.batch_id, operator_id, reads)
-        if after == NOT_WINDOWED:
+        if isinstance(after, str):
             return batches
         if after is None:
             placed.append(batch)
@@ -381,7 +381,8 @@ class TimeView:
         """Stop following; the view keeps what it shows."""
         if self._stop is not None:
             self._stop.set()
-            self._thread.join(30)
+            if self._thread is not None:
+                self._thread.join(30)
             self._stop = self._thread = None
 
     def _repr_mimebundle_(self, **kwargs):
@@ -420,10 +421,12 @@ def _span(batches: list[TimeBatch]) -> tuple[int, int] | None:
     moments: list[int] = []
     for batch in batches:
         for text in (batch.events_min, batch.events_max):
-            if text is not None:
-                moments.append(to_ms(text))
-        if batch.watermark_ms not in (None, NO_WATERMARK_MS):
-            moments.append(batch.watermark_ms)
+            ms = to_ms(text)
+            if ms is not None:
+                moments.append(ms)
+        watermark = batch.watermark_ms
+        if watermark is not None and watermark != NO_WATERMARK_MS:
+            moments.append(watermark)
         for window in (batch.open_windows or ()) + (batch.closed_windows or ()):
             moments += [window.start_ms, window.end_ms]
     if not moments:
@@ -432,97 +435,146 @@ def _span(batches: list[TimeBatch]) -> tuple[int, int] | None:
     return (low, high) if high > low else (low - 1000, high + 1000)
 
 
+@dataclass(frozen=True)
+class _Axis:
+    """The event-time axis from ``low`` to ``high`` (ms): where a moment sits on it, in %."""
+
+    low: int
+    high: int
+
+    def at(self, ms: int) -> float:
+        return max(0.0, min(100.0, (ms - self.low) * 100 / (self.high - self.low)))
+
+
+#: Pixels from a batch's line top to its first window bar, and from one bar to the next.
+_FIRST_LANE = 14
+_LANE = 18
+
+
 def _timeline(batches: list[TimeBatch]) -> str:
     span = _span(batches)
     if span is None:
         return "<div><small>No event time yet: no batch has read a row with one.</small></div>"
-    low, high = span
+    axis = _Axis(*span)
+    rows = "".join(_timeline_row(batch, axis) for batch in batches)
+    return f'<div style="margin:4px 0">{_axis_labels(axis)}{rows}{_LEGEND}</div>'
 
-    def at(ms: int) -> float:
-        return max(0.0, min(100.0, (ms - low) * 100 / (high - low)))
 
-    rows = []
-    for batch in batches:
-        marks = []
-        if batch.events_min is not None and batch.events_max is not None:
-            first, last = to_ms(batch.events_min), to_ms(batch.events_max)
-            marks.append(
-                f'<div class="streamlab-events" data-min="{batch.events_min}" '
-                f'data-max="{batch.events_max}" title="event times of this batch" '
-                f'style="position:absolute;top:2px;height:8px;left:{at(first):.2f}%;'
-                f'width:max(2px,{at(last) - at(first):.2f}%);background:{EVENTS_COLOUR}"></div>'
-            )
-        lane = 14
-        for state, windows in (("open", batch.open_windows), ("closed", batch.closed_windows)):
-            colour = OPEN_COLOUR if state == "open" else CLOSED_COLOUR
-            border = "solid" if state == "open" else "dashed"
-            for window in windows or ():
-                # Near the right end, a label longer than its bar runs out to the left.
-                side = "flex-end" if at(window.start_ms) > 55 else "flex-start"
-                marks.append(
-                    f'<div class="streamlab-window streamlab-window-{state}" '
-                    f'data-state="{state}" data-start="{_iso(window.start_ms)}" '
-                    f'data-end="{_iso(window.end_ms)}" '
-                    f'title="{state}: {html.escape(window.label)}" '
-                    f'style="position:absolute;top:{lane}px;height:16px;box-sizing:border-box;'
-                    f"left:{at(window.start_ms):.2f}%;"
-                    f"width:{at(window.end_ms) - at(window.start_ms):.2f}%;"
-                    f"border:1px {border} {colour};background:{colour}22;overflow:visible;"
-                    f"white-space:nowrap;font-size:11px;line-height:14px;padding:0 2px;"
-                    f'display:flex;justify-content:{side}">'
-                    f"{state} {html.escape(window.label)}</div>"
-                )
-                lane += 18
-        watermark = batch.watermark_ms
-        if watermark is not None and watermark != NO_WATERMARK_MS:
-            marks.append(
-                f'<div class="streamlab-watermark" data-watermark="{batch.watermark}" '
-                f'style="position:absolute;top:0;bottom:0;left:{at(watermark):.2f}%;'
-                f'border-left:2px solid {WATERMARK_COLOUR}">'
-                f'<span style="position:absolute;bottom:0;left:3px;font-size:11px;'
-                f'white-space:nowrap;color:{WATERMARK_COLOUR}">'
-                f"watermark {_clock(watermark)}</span></div>"
-            )
-        else:
-            marks.append(
-                '<div class="streamlab-watermark streamlab-no-watermark" data-watermark="" '
-                'style="position:absolute;bottom:0;left:0;font-size:11px;color:#595959">'
-                "no watermark yet</div>"
-            )
-        height = lane + 16
-        dropped = batch.dropped_by_watermark
-        late = (
-            f'<br><small style="color:#c62828">{dropped} row{"s" if dropped != 1 else ""} '
-            "dropped as late</small>"
-            if dropped
-            else ""
+def _timeline_row(batch: TimeBatch, axis: _Axis) -> str:
+    """One batch's line: its label, then its event times, windows and watermark on the axis."""
+    marks = _events_mark(batch, axis)
+    windows = _window_marks(batch, axis)
+    marks += windows
+    marks.append(_watermark_mark(batch, axis))
+    height = _FIRST_LANE + _LANE * len(windows) + 16
+    dropped = batch.dropped_by_watermark
+    late = (
+        f'<br><small style="color:#c62828">{dropped} row{"s" if dropped != 1 else ""} '
+        "dropped as late</small>"
+        if dropped
+        else ""
+    )
+    return (
+        f'<div class="streamlab-time-batch" data-batch="{batch.batch_id}" '
+        'style="display:flex;align-items:stretch;margin:2px 0">'
+        '<div style="width:6em;font-size:12px;line-height:1.3">'
+        f"batch {batch.batch_id}{late}</div>"
+        f'<div style="position:relative;flex:1;height:{height}px;'
+        f'border-bottom:1px solid #ccc;margin-right:6em">{"".join(marks)}</div></div>'
+    )
+
+
+def _events_mark(batch: TimeBatch, axis: _Axis) -> list[str]:
+    """The bar of the batch's event times; none for a batch that read no event time."""
+    first, last = to_ms(batch.events_min), to_ms(batch.events_max)
+    if first is None or last is None:
+        return []
+    return [
+        f'<div class="streamlab-events" data-min="{batch.events_min}" '
+        f'data-max="{batch.events_max}" title="event times of this batch" '
+        f'style="position:absolute;top:2px;height:8px;left:{axis.at(first):.2f}%;'
+        f"width:max(2px,{axis.at(last) - axis.at(first):.2f}%);"
+        f'background:{EVENTS_COLOUR}"></div>'
+    ]
+
+
+def _window_marks(batch: TimeBatch, axis: _Axis) -> list[str]:
+    """One bar per window, each in its own lane: the open windows, then the closed ones."""
+    marks: list[str] = []
+    for state, windows in (("open", batch.open_windows), ("closed", batch.closed_windows)):
+        for window in windows or ():
+            lane = _FIRST_LANE + _LANE * len(marks)
+            marks.append(_window_mark(state, window, axis, lane))
+    return marks
+
+
+def _window_mark(state: str, window: StateWindow, axis: _Axis, lane: int) -> str:
+    """A window's bar, ``lane`` pixels from the top: solid blue open, dashed grey closed."""
+    colour = OPEN_COLOUR if state == "open" else CLOSED_COLOUR
+    border = "solid" if state == "open" else "dashed"
+    left = axis.at(window.start_ms)
+    # Near the right end, a label longer than its bar runs out to the left.
+    side = "flex-end" if left > 55 else "flex-start"
+    return (
+        f'<div class="streamlab-window streamlab-window-{state}" '
+        f'data-state="{state}" data-start="{_iso(window.start_ms)}" '
+        f'data-end="{_iso(window.end_ms)}" '
+        f'title="{state}: {html.escape(window.label)}" '
+        f'style="position:absolute;top:{lane}px;height:16px;box-sizing:border-box;'
+        f"left:{left:.2f}%;"
+        f"width:{axis.at(window.end_ms) - left:.2f}%;"
+        f"border:1px {border} {colour};background:{colour}22;overflow:visible;"
+        f"white-space:nowrap;font-size:11px;line-height:14px;padding:0 2px;"
+        f'display:flex;justify-content:{side}">'
+        f"{state} {html.escape(window.label)}</div>"
+    )
+
+
+def _watermark_mark(batch: TimeBatch, axis: _Axis) -> str:
+    """The watermark the batch ran with, a red line; or words when there is none yet."""
+    watermark = batch.watermark_ms
+    if watermark is None or watermark == NO_WATERMARK_MS:
+        return (
+            '<div class="streamlab-watermark streamlab-no-watermark" data-watermark="" '
+            'style="position:absolute;bottom:0;left:0;font-size:11px;color:#595959">'
+            "no watermark yet</div>"
         )
-        rows.append(
-            f'<div class="streamlab-time-batch" data-batch="{batch.batch_id}" '
-            'style="display:flex;align-items:stretch;margin:2px 0">'
-            '<div style="width:6em;font-size:12px;line-height:1.3">'
-            f"batch {batch.batch_id}{late}</div>"
-            f'<div style="position:relative;flex:1;height:{height}px;'
-            f'border-bottom:1px solid #ccc;margin-right:6em">{"".join(marks)}</div></div>'
-        )
-    axis = (
+    return (
+        f'<div class="streamlab-watermark" data-watermark="{batch.watermark}" '
+        f'style="position:absolute;top:0;bottom:0;left:{axis.at(watermark):.2f}%;'
+        f'border-left:2px solid {WATERMARK_COLOUR}">'
+        f'<span style="position:absolute;bottom:0;left:3px;font-size:11px;'
+        f'white-space:nowrap;color:{WATERMARK_COLOUR}">'
+        f"watermark {_clock(watermark)}</span></div>"
+    )
+
+
+def _axis_labels(axis: _Axis) -> str:
+    """The first and the last moment of the axis, above the batches' lines."""
+    return (
         '<div style="display:flex;font-size:11px;color:#555">'
         '<div style="width:6em"></div><div style="flex:1;display:flex;'
         'justify-content:space-between;margin-right:6em">'
-        f'<span class="streamlab-axis-start" data-time="{_iso(low)}">{_moment(low)}</span>'
-        f'<span class="streamlab-axis-end" data-time="{_iso(high)}">{_moment(high)}</span>'
+        f'<span class="streamlab-axis-start" data-time="{_iso(axis.low)}">'
+        f"{_moment(axis.low)}</span>"
+        f'<span class="streamlab-axis-end" data-time="{_iso(axis.high)}">'
+        f"{_moment(axis.high)}</span>"
         "</div></div>"
     )
-    legend = (
-        '<div style="font-size:11px;color:#555">'
-        f'<span style="background:{EVENTS_COLOUR}">&nbsp;&nbsp;&nbsp;</span> event times read '
-        f'&nbsp; <span style="border-left:2px solid {WATERMARK_COLOUR}">&nbsp;</span>watermark '
-        "the batch ran with &nbsp; "
-        f'<span style="border:1px solid {OPEN_COLOUR}">open</span> window in state after it '
-        f'&nbsp; <span style="border:1px dashed {CLOSED_COLOUR}">closed</span> window it '
-        "removed from state</div>"
-    )
-    return f'<div style="margin:4px 0">{axis}{"".join(rows)}{legend}</div>'
+
+
+_LEGEND = (
+    '<div style="font-size:11px;color:#555">'
+    f'<span style="background:{EVENTS_COLOUR}">&nbsp;&nbsp;&nbsp;</span> event times read '
+    f'&nbsp; <span style="border-left:2px solid {WATERMARK_COLOUR}">&nbsp;</span>watermark '
+    "the batch ran with &nbsp; "
+    f'<span style="border:1px solid {OPEN_COLOUR}">open</span> window in state after it '
+    f'&nbsp; <span style="border:1px dashed {CLOSED_COLOUR}">closed</span> window it '
+    "removed from state</div>"
+)
+
+#: The style of a number's cell in the table.
+_CELL = "style='padding:1px 8px;text-align:right;white-space:nowrap'"
 
 
 def _table(batches: list[TimeBatch]) -> str:
@@ -534,7 +586,18 @@ def _table(batches: list[TimeBatch]) -> str:
             if op.name not in operators:
                 operators.append(op.name)
     windowed = any(b.open_windows is not None for b in batches)
-    head = (
+    rows = "".join(_table_row(batch, operators, windowed) for batch in batches)
+    return (
+        "<table style='border-collapse:collapse;font-size:12px;line-height:1.3'>"
+        "<caption style='text-align:left'>Each micro-batch's numbers, from its progress report"
+        "</caption>"
+        f"<thead><tr>{_table_head(operators, windowed)}</tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def _table_head(operators: list[str], windowed: bool) -> str:
+    """The column headers: one "state rows" column per stateful operator, windows if read."""
+    return (
         "<th scope='col'>batch</th><th scope='col'>watermark it ran with</th>"
         "<th scope='col'>event times read</th><th scope='col'>input rows</th>"
         "<th scope='col'>dropped by watermark</th>"
@@ -542,61 +605,57 @@ def _table(batches: list[TimeBatch]) -> str:
         + "<th scope='col'>output rows</th>"
         + ("<th scope='col'>windows</th>" if windowed else "")
     )
-    cell = "style='padding:1px 8px;text-align:right;white-space:nowrap'"
-    rows = []
-    for batch in batches:
-        dropped = batch.dropped_by_watermark
-        dropped_text = f"{dropped} late" if dropped else "0"
-        dropped_style = "color:#c62828;font-weight:bold;" if dropped else ""
-        state_cells = []
-        for name in operators:
-            op = next((o for o in batch.operators if o.name == name), None)
-            if op is None:
-                state_cells.append(f"<td {cell}>-</td>")
-                continue
-            state_cells.append(
-                f"<td {cell} class='streamlab-state' data-operator='{html.escape(name)}'>"
-                f"<span class='streamlab-state-rows'>{op.rows_total}</span>"
-                f" <small>(<span class='streamlab-state-updated'>{op.rows_updated}</span> "
-                f"updated, <span class='streamlab-state-removed'>{op.rows_removed}</span> "
-                "removed)</small></td>"
-            )
-        output = "-" if batch.output_rows is None else str(batch.output_rows)
-        events = (
-            f"{_clock(to_ms(batch.events_min))} to {_clock(to_ms(batch.events_max))}"
-            if batch.events_min is not None
-            else "none"
-        )
-        watermark = (
-            _clock(batch.watermark_ms)
-            if batch.watermark_ms not in (None, NO_WATERMARK_MS)
-            else "none yet"
-        )
-        windows = ""
-        if windowed:
-            listed = [
-                f"<span class='streamlab-window-{state}'>{state} {html.escape(w.label)}</span>"
-                for state, group in (("open", batch.open_windows), ("closed", batch.closed_windows))
-                for w in group or ()
-            ]
-            windows = (
-                f"<td style='padding:1px 8px' class='streamlab-windows'>{'<br>'.join(listed)}</td>"
-            )
-        rows.append(
-            f"<tr class='streamlab-time-row' data-batch='{batch.batch_id}'>"
-            f"<td {cell} class='streamlab-batch-id'>{batch.batch_id}</td>"
-            f"<td {cell} class='streamlab-watermark' data-watermark='{batch.watermark or ''}'>"
-            f"{watermark}</td>"
-            f"<td {cell} class='streamlab-event-times'>{events}</td>"
-            f"<td {cell} class='streamlab-input-rows'>{batch.input_rows}</td>"
-            f"<td style='padding:1px 8px;text-align:right;white-space:nowrap;{dropped_style}' "
-            f"class='streamlab-dropped' data-dropped='{dropped}'>{dropped_text}</td>"
-            + "".join(state_cells)
-            + f"<td {cell} class='streamlab-output-rows'>{output}</td>{windows}</tr>"
-        )
-    return (
-        "<table style='border-collapse:collapse;font-size:12px;line-height:1.3'>"
-        "<caption style='text-align:left'>Each micro-batch's numbers, from its progress report"
-        "</caption>"
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _table_row(batch: TimeBatch, operators: list[str], windowed: bool) -> str:
+    """One batch's row of numbers."""
+    dropped = batch.dropped_by_watermark
+    dropped_text = f"{dropped} late" if dropped else "0"
+    dropped_style = "color:#c62828;font-weight:bold;" if dropped else ""
+    state_cells = "".join(_state_cell(batch, name) for name in operators)
+    output = "-" if batch.output_rows is None else str(batch.output_rows)
+    first, last = to_ms(batch.events_min), to_ms(batch.events_max)
+    events = f"{_clock(first)} to {_clock(last)}" if batch.events_min is not None else "none"
+    watermark_ms = batch.watermark_ms
+    watermark = (
+        _clock(watermark_ms)
+        if watermark_ms is not None and watermark_ms != NO_WATERMARK_MS
+        else "none yet"
     )
+    windows = _windows_cell(batch) if windowed else ""
+    return (
+        f"<tr class='streamlab-time-row' data-batch='{batch.batch_id}'>"
+        f"<td {_CELL} class='streamlab-batch-id'>{batch.batch_id}</td>"
+        f"<td {_CELL} class='streamlab-watermark' data-watermark='{batch.watermark or ''}'>"
+        f"{watermark}</td>"
+        f"<td {_CELL} class='streamlab-event-times'>{events}</td>"
+        f"<td {_CELL} class='streamlab-input-rows'>{batch.input_rows}</td>"
+        f"<td style='padding:1px 8px;text-align:right;white-space:nowrap;{dropped_style}' "
+        f"class='streamlab-dropped' data-dropped='{dropped}'>{dropped_text}</td>"
+        + state_cells
+        + f"<td {_CELL} class='streamlab-output-rows'>{output}</td>{windows}</tr>"
+    )
+
+
+def _state_cell(batch: TimeBatch, name: str) -> str:
+    """Operator ``name``'s state rows after the batch; ``-`` when the batch did not run it."""
+    op = next((o for o in batch.operators if o.name == name), None)
+    if op is None:
+        return f"<td {_CELL}>-</td>"
+    return (
+        f"<td {_CELL} class='streamlab-state' data-operator='{html.escape(name)}'>"
+        f"<span class='streamlab-state-rows'>{op.rows_total}</span>"
+        f" <small>(<span class='streamlab-state-updated'>{op.rows_updated}</span> "
+        f"updated, <span class='streamlab-state-removed'>{op.rows_removed}</span> "
+        "removed)</small></td>"
+    )
+
+
+def _windows_cell(batch: TimeBatch) -> str:
+    """The windows open after the batch and those it closed, one a line."""
+    listed = [
+        f"<span class='streamlab-window-{state}'>{state} {html.escape(w.label)}</span>"
+        for state, group in (("open", batch.open_windows), ("closed", batch.closed_windows))
+        for w in group or ()
+    ]
+    return f"<td style='padding:1px 8px' class='streamlab-windows'>{'<br>'.join(listed)}</td>"

@@ -32,7 +32,7 @@ def test_every_performative_we_send_carries_its_full_field_list():
     sent = {
         frames.OPEN: frames.open_frame("hub", 512, 1),
         frames.BEGIN: frames.begin_frame(0, 0, 0, 1, 1, 1),
-        frames.ATTACH: frames.attach_frame(0, "n", 0, True, None, None, None, None),
+        frames.ATTACH: frames.attach_frame(0, "n", 0, role=True, source=None, target=None),
         frames.FLOW: frames.flow_frame(0, None, 1, 0, 1),
         frames.TRANSFER: frames.transfer_frame(0, 0, 0, b"t", b""),
         frames.DISPOSITION: frames.disposition_frame(0, 0, 0, frames.accepted()),
