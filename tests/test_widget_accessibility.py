@@ -91,8 +91,27 @@ def _board() -> StatusBoard:
     return board
 
 
-def test_the_widgets_pass_the_accessibility_check_in_chromium(browser):
+def _busy_board() -> StatusBoard:
+    """A board whose transition log is longer than its box: the box scrolls."""
     board = _board()
+    for round_ in range(12):
+        board.update(
+            [
+                {
+                    "machine_name": f"Producer {n}",
+                    "status": STATUSES[(n + round_) % 3],
+                    "previous_status": STATUSES[(n + round_ - 1) % 3],
+                    "last_status_change_time": None,
+                }
+                for n in range(1, 4)
+            ],
+            measure=False,
+        )
+    return board
+
+
+def test_the_widgets_pass_the_accessibility_check_in_chromium(browser):
+    board = _busy_board()
     page_html = (
         '<html lang="en"><head><title>widgets</title></head><body><main>'
         f'<section class="board">{_html_of(board.widget)}</section>'
@@ -112,6 +131,7 @@ def test_the_widgets_pass_the_accessibility_check_in_chromium(browser):
         context.close()
     assert found == {"board": [], "time view": []}
     assert blocked == []
+    assert board.log.value.count("&rarr;") > 12  # the log is longer than its box
 
 
 def test_a_badge_says_its_status_in_text_and_shape_not_colour_alone():

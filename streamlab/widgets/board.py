@@ -108,6 +108,7 @@ class StatusBoard:
         self._lock = threading.RLock()  # feeds, the fleet's thread and the kernel all update
         self._machines: dict[str, tuple[str | None, float | None]] = {}
         self._badges: dict[str, widgets.HTML] = {}
+        self._badge_classes: dict[str, str] = {}
         self._log: deque[Transition] = deque(maxlen=log_size)
         self._latencies: deque[float] = deque(maxlen=50)
         self._feeds: list[tuple[threading.Event, threading.Thread, Callable[[], None]]] = []
@@ -365,7 +366,15 @@ class StatusBoard:
                 f"<small>{since}</small></div>"
             )
             # Classes let a browser test (or CSS) find a badge's state without reading colours.
-            badge._dom_classes = ("streamlab-badge", f"streamlab-{(status or 'unknown').lower()}")
+            state_class = f"streamlab-{(status or 'unknown').lower()}"
+            previous = self._badge_classes.get(name)
+            if new:
+                badge.add_class("streamlab-badge")
+            if previous != state_class:
+                if previous is not None:
+                    badge.remove_class(previous)
+                badge.add_class(state_class)
+                self._badge_classes[name] = state_class
         if new:  # painted first, so it never shows up blank
             self.badges.children = tuple(
                 self._badges[n] for n in sorted(self._badges, key=_natural)
@@ -378,7 +387,9 @@ class StatusBoard:
             for t in self._log
         ]
         self.log.value = (
-            '<div style="max-height:12em;overflow-y:auto;font-family:monospace;'
+            # A region that scrolls takes the keyboard's focus, so that it scrolls without a mouse.
+            '<div role="log" aria-label="Transitions, newest first" tabindex="0" '
+            'style="max-height:12em;overflow-y:auto;font-family:monospace;'
             'font-size:90%;white-space:pre">'
             + ("\n".join(lines) or "No transitions yet.")
             + "</div>"
