@@ -138,7 +138,7 @@ def author(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Ruff's lint and format checks; `nox -s lint -- fix` applies both."""
+    """Ruff's lint and format checks, and mypy over the grader and the notebook API; `nox -s lint -- fix` applies ruff's fixes."""
     env = course_env(session)
     _lint(session, env, fix="fix" in session.posargs)
 
@@ -150,6 +150,8 @@ def _lint(session: nox.Session, env: dict[str, str], *, fix: bool = False) -> No
     else:
         run(session, "ruff", "check", str(ROOT), env=env)
         run(session, "ruff", "format", "--check", str(ROOT), env=env)
+    # The grader and the modules notebooks import from (pyproject.toml's [tool.mypy] files).
+    run(session, "mypy", env=env)
 
 
 @nox.session

@@ -125,11 +125,7 @@ def test_a_check_file_broken_for_another_reason_is_still_a_course_bug():
     outcome = supervisor.Outcome()
     supervisor._follow(
         {"event": EventKind.BROKEN, "check": "checks/test_10_x.py", "message": "E NameError: x"},
-        supervisor._Activity("idle", 0, 0),
-        outcome,
-        supervisor._Plan(),
-        1.0,
-        None,
+        supervisor._Run(outcome, supervisor._Plan(), cell_limit=1.0, cap=None),
     )
     assert "This is a bug in the course" in outcome.lab_errors["10"]
     assert outcome.not_graded == set()

@@ -19,7 +19,12 @@ FD_VARIABLE = "STREAMLAB_GRADING_FD"
 
 
 class EventKind(StrEnum):
-    """What an event says; its other fields depend on it."""
+    """What an event says; its other fields depend on it.
+
+    The events of a cell or a check (all but ``broken`` and ``done``) name its ``lab`` and
+    its ``unit``: what is graded, the lab itself, or under ``nox -s mutants`` a variant of the
+    lab's solution (``m12``; ``solution`` for the solution itself).
+    """
 
     #: A graded cell starts (``cell``: its number, ``exercise``, ``line``: its first line),
     #: or ends (``cell`` 0).

@@ -120,11 +120,12 @@ def _whole_numbers(value: Any) -> Any:
         items = [_whole_numbers(v) for v in value]
         fields = getattr(value, "__fields__", None)
         if fields is not None:  # a pyspark Row: the same fields, the numbers shown whole
-            row = type(value)(*items)
+            row: Any = type(value)(*items)
             row.__fields__ = fields
             return row
         if hasattr(value, "_fields"):  # a named tuple
-            return type(value)._make(items)
+            named: Any = type(value)
+            return named._make(items)
         return tuple(items) if type(value) is tuple else value
     if type(value) is list:
         return [_whole_numbers(v) for v in value]

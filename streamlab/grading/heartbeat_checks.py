@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
@@ -84,7 +85,7 @@ class Meter:
     again. :meth:`take` returns the counts so far and starts again from zero.
     """
 
-    def __init__(self, tester):
+    def __init__(self, tester: Any) -> None:
         self.calls: Counter = Counter()
         self._depth = 0
         handle = tester.handle

@@ -269,15 +269,7 @@ def load_notebook(
     """
     path = Path(path)
     notebook = read_notebook(path)
-    name = module_name or f"notebook_{path.stem.replace('-', '_')}"
-    module = types.ModuleType(name, f"Graded cells of {path.name}")
-    module.__file__ = str(path)
-    # Registered so that dataclasses and pickling find the module; pickled by value so that
-    # Spark's Python workers, which cannot import a notebook, receive the code itself.
-    sys.modules[name] = module
-    from pyspark import cloudpickle
-
-    cloudpickle.register_pickle_by_value(module)
+    module = _notebook_module(path, module_name)
     loaded = LoadedNotebook(path=path, module=module, fingerprint=fingerprint(notebook.cells))
     tagged: dict[str, list[str]] = {}
     for number, cell in enumerate(notebook.cells, start=1):
@@ -293,32 +285,51 @@ def load_notebook(
         if skip and number in skip:
             loaded.problems.append(skip[number])
             continue
-        filename = f"<{path.stem} cell {number}>"
-        _register_source(filename, cell.source)
-        if on_cell:
-            on_cell(exercise, number, line)
-        problem = _run_cell(
-            cell.source,
-            filename,
-            module,
-            exercise,
-            number,
-            cell_time_limit or CELL_TIME_LIMIT,
-            notebook=path,
+        problem = _run_graded_cell(
+            cell.source, loaded, exercise, number, on_cell, cell_time_limit or CELL_TIME_LIMIT
         )
-        if on_cell:
-            on_cell(None, 0, "")
-        if problem is None and exercise and NOT_DONE.format(id=exercise) in cell.source:
-            # The stub is still there: nothing of this exercise can pass yet, so say so
-            # without running checks (some of which would start Spark for nothing).
-            problem = CellProblem(exercise, number, "not-done", "the cell still raises")
         if problem:
-            problem = dataclasses.replace(problem, first_line=line)
-        if problem:
-            loaded.problems.append(problem)
+            loaded.problems.append(dataclasses.replace(problem, first_line=line))
     # Tag problems come first: they explain whatever the cells themselves did.
     loaded.problems[:0] = _tag_problems(path, tagged, expected)
     return loaded
+
+
+def _notebook_module(path: Path, module_name: str | None) -> types.ModuleType:
+    """A new module for the notebook's graded cells, which Spark's workers receive by value."""
+    name = module_name or f"notebook_{path.stem.replace('-', '_')}"
+    module = types.ModuleType(name, f"Graded cells of {path.name}")
+    module.__file__ = str(path)
+    # Registered so that dataclasses and pickling find the module; pickled by value so that
+    # Spark's Python workers, which cannot import a notebook, receive the code itself.
+    sys.modules[name] = module
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)
+    return module
+
+
+def _run_graded_cell(
+    source: str,
+    loaded: LoadedNotebook,
+    exercise: str | None,
+    number: int,
+    on_cell: CellHook | None,
+    limit: float,
+) -> CellProblem | None:
+    """Run one graded cell in the notebook's module, telling ``on_cell`` before and after."""
+    filename = f"<{loaded.path.stem} cell {number}>"
+    _register_source(filename, source)
+    if on_cell:
+        on_cell(exercise, number, first_line(source))
+    problem = _run_cell(source, filename, loaded.module, exercise, number, limit, loaded.path)
+    if on_cell:
+        on_cell(None, 0, "")
+    if problem is None and exercise and NOT_DONE.format(id=exercise) in source:
+        # The stub is still there: nothing of this exercise can pass yet, so say so
+        # without running checks (some of which would start Spark for nothing).
+        return CellProblem(exercise, number, "not-done", "the cell still raises")
+    return problem
 
 
 def _tag_problems(

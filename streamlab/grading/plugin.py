@@ -17,6 +17,10 @@ stopped afterwards) and ``checkpoint_dir`` (a fresh folder per test).
 The plugin runs inside the grading child (:mod:`streamlab.grading.child`): it tells the
 supervisor, through :mod:`streamlab.grading.events`, which cell and which check is running
 and each verdict as soon as it is known.
+
+Each event and verdict names the check's ``lab`` and its ``unit``, what it graded: the lab
+itself, unless a plugin answers ``pytest_grading_unit`` for the check with another notebook
+of the lab (:mod:`streamlab.tooling.mutants_plugin`: a variant of its solution).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -32,7 +37,7 @@ from streamlab.grading import events
 from streamlab.grading.events import EventKind
 from streamlab.grading.loader import CellProblem, LoadedNotebook, NotebookUnreadable, load_notebook
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT, time_limit
-from streamlab.grading.verdict import FAILED, PASSED, CellFailed, CheckResult, verdict_for
+from streamlab.grading.verdict import FAILED, CellFailed, CheckResult, verdict_for
 from streamlab.paths import REPO_ROOT
 from streamlab.spark_fixtures import checkpoint_dir, pytest_unconfigure, spark  # noqa: F401
 from streamlab.tooling import registry
@@ -70,13 +75,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="JSON: checks already graded and cells not to run again",
     )
-    group.addoption(
-        "--variants",
-        default=None,
-        help="JSON: variants of the lab's notebook to grade, each against its exercise's "
-        "checks, fast checks first, stopping at a variant's first failing check "
-        "(nox -s mutants)",
-    )
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(_UnitHooks)
+
+
+@dataclass(frozen=True)
+class GradedUnit:
+    """What a check grades when it is not its lab's notebook in ``--notebooks``.
+
+    ``id`` names it in every event and verdict (a variant of the lab's solution: ``m12``);
+    ``notebooks`` is the folder that holds the lab's notebook to grade.
+    """
+
+    id: str
+    notebooks: Path
+
+
+class _UnitHooks:
+    """The hook through which another plugin has a check grade another notebook of its lab."""
+
+    @pytest.hookspec(firstresult=True)
+    def pytest_grading_unit(self, item: pytest.Item) -> GradedUnit | None:
+        """What ``item`` grades, when not its lab (a plugin's copies of the checks)."""
+        return None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -86,27 +109,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _results_key = pytest.StashKey[list[CheckResult]]()
-_caught_key = pytest.StashKey[set[str]]()
 _notebooks_key = pytest.StashKey[dict[str, LoadedNotebook | NotebookUnreadable]]()
 
 
-def _plan(config: pytest.Config) -> dict:
-    """What earlier children did: checks graded, exercises given up, cells not to run again."""
+def grading_plan(config: pytest.Config) -> dict:
+    """What earlier children did: checks graded, exercises given up, cells not to run again,
+    units with a failed check."""
     path = config.getoption("grading_plan")
     return json.loads(Path(path).read_text()) if path else {}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     wanted = set(config.getoption("exercise"))
-    plan = _plan(config)
+    plan = grading_plan(config)
     done, given_up = set(plan.get("done", [])), set(plan.get("given_up", []))
-    if config.getoption("variants"):
-        items[:] = _variant_items(
-            config, [i for i in items if not wanted or _exercise_of(i) in wanted]
-        )
-    keep, drop = [], []
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
     for item in items:
-        exercise_id = _exercise_of(item)
+        exercise_id = exercise_of(item)
         skipped = (
             (wanted and exercise_id not in wanted)
             or item.nodeid in done
@@ -116,33 +136,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-
-
-_unit_key = pytest.StashKey[dict]()
-
-
-def _variant_items(config: pytest.Config, items: list[pytest.Item]) -> list[pytest.Item]:
-    """A copy of each check of a variant's exercise, per variant, checks without Spark first."""
-    variants = json.loads(Path(config.getoption("variants")).read_text())
-    by_exercise: dict[str, list[pytest.Item]] = {}
-    for item in items:
-        by_exercise.setdefault(_exercise_of(item), []).append(item)
-    for checks in by_exercise.values():
-        checks.sort(key=lambda item: "spark" in getattr(item, "fixturenames", ()))
-    copies = []
-    for variant in variants:
-        for item in by_exercise.get(variant["exercise"], []):
-            copy = pytest.Function.from_parent(
-                item.parent,
-                name=f"{item.name}@{variant['unit']}",
-                callspec=getattr(item, "callspec", None),
-                callobj=item.obj,
-                fixtureinfo=item._fixtureinfo,
-                originalname=item.originalname,
-            )
-            copy.stash[_unit_key] = variant
-            copies.append(copy)
-    return copies
 
 
 def results(config: pytest.Config) -> list[CheckResult]:
@@ -159,11 +152,11 @@ def lab_of(item: pytest.Item) -> str:
 
 def unit_of(item: pytest.Item) -> str:
     """What a check grades: its lab (``04``), or a variant of its solution (``m12``, nox -s mutants)."""
-    variant = item.stash.get(_unit_key, None)
-    return variant["unit"] if variant else lab_of(item)
+    unit = item.config.hook.pytest_grading_unit(item=item)
+    return unit.id if unit else lab_of(item)
 
 
-def _exercise_of(item: pytest.Item) -> str:
+def exercise_of(item: pytest.Item) -> str:
     return _exercise_marker(item).args[0]
 
 
@@ -186,27 +179,28 @@ def _cap(config: pytest.Config, limit: float) -> float:
 
 def graded_notebook(item: pytest.Item) -> Path:
     """The notebook whose cells ``item`` grades: the lab's in --notebooks, or a variant's."""
-    variant = item.stash.get(_unit_key, None)
-    folder = Path(variant["folder"]) if variant else notebooks_dir(item.config)
+    unit = item.config.hook.pytest_grading_unit(item=item)
+    folder = unit.notebooks if unit else notebooks_dir(item.config)
     return registry.lab(lab_of(item)).notebook(folder)
 
 
 def _notebook_for(item: pytest.Item) -> LoadedNotebook:
     lab = registry.lab(lab_of(item))
     unit = unit_of(item)
-    variant = item.stash.get(_unit_key, None)
     cache = item.config.stash[_notebooks_key]
     if unit not in cache:
-        if variant:
+        if unit != lab.id:
             cache.clear()  # one variant at a time: the ones before it are graded
-        known = _plan(item.config).get("cells", {}).get(unit, {})
+        known = grading_plan(item.config).get("cells", {}).get(unit, {})
         skip = {int(n): CellProblem(**fields) for n, fields in known.items()}
 
         def on_cell(exercise_id: str | None, number: int, line: str) -> None:
-            events.emit(EventKind.CELL, lab=unit, exercise=exercise_id, cell=number, line=line)
+            events.emit(
+                EventKind.CELL, lab=lab.id, unit=unit, exercise=exercise_id, cell=number, line=line
+            )
 
         try:
-            cache[unit] = load_notebook(
+            loaded = load_notebook(
                 graded_notebook(item),
                 expected=[e.id for e in lab.exercises],
                 skip=skip,
@@ -215,48 +209,47 @@ def _notebook_for(item: pytest.Item) -> LoadedNotebook:
             )
         except NotebookUnreadable as error:
             cache[unit] = error
-            events.emit(EventKind.LAB_ERROR, lab=unit, message=str(error))
+            events.emit(EventKind.LAB_ERROR, lab=lab.id, unit=unit, message=str(error))
         else:
+            cache[unit] = loaded
             events.emit(
                 EventKind.CELLS,
-                lab=unit,
-                cells=cache[unit].cells,
-                first_lines=cache[unit].first_lines,
-                fingerprint=cache[unit].fingerprint,
+                lab=lab.id,
+                unit=unit,
+                cells=loaded.cells,
+                first_lines=loaded.first_lines,
+                fingerprint=loaded.fingerprint,
             )
-    loaded = cache[unit]
-    if isinstance(loaded, NotebookUnreadable):
-        raise loaded
-    return loaded
-
-
-class _Caught(Exception):
-    """A variant already failed one of its checks: its other checks need not run."""
+    found = cache[unit]
+    if isinstance(found, NotebookUnreadable):
+        raise found
+    return found
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Before any fixture: a check whose cells did not run stops here, without starting Spark.
-    exercise_id = _exercise_of(item)
-    if item.stash.get(_unit_key, None):
-        caught = item.config.stash.setdefault(_caught_key, set())
-        if unit_of(item) in caught | set(_plan(item.config).get("failed", [])):
-            raise _Caught
-    events.emit(
-        EventKind.PHASE, lab=unit_of(item), exercise=exercise_id, check=item.nodeid, phase="setup"
-    )
+    exercise_id = exercise_of(item)
+    _emit_phase(item, "setup")
     problem = _notebook_for(item).problem_for(exercise_id)
     if problem:
         raise CellFailed(problem)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
+    _emit_phase(item, "teardown")
+
+
+def _emit_phase(item: pytest.Item, phase: str, **fields: float) -> None:
+    """Tell the supervisor that ``phase`` (setup, call, teardown) of ``item`` starts."""
     events.emit(
         EventKind.PHASE,
-        lab=unit_of(item),
-        exercise=_exercise_of(item),
+        lab=lab_of(item),
+        unit=unit_of(item),
+        exercise=exercise_of(item),
         check=item.nodeid,
-        phase="teardown",
+        phase=phase,
+        **fields,
     )
 
 
@@ -270,14 +263,7 @@ def nb(request: pytest.FixtureRequest) -> LoadedNotebook:
 def pytest_runtest_call(item: pytest.Item):
     marker = _exercise_marker(item)
     limit = _cap(item.config, marker.kwargs.get("timeout", DEFAULT_TIMEOUT))
-    events.emit(
-        EventKind.PHASE,
-        lab=unit_of(item),
-        exercise=marker.args[0],
-        check=item.nodeid,
-        phase="call",
-        limit=limit,
-    )
+    _emit_phase(item, "call", limit=limit)
     with time_limit(limit) as running:
         try:
             return (yield)
@@ -292,22 +278,19 @@ def pytest_runtest_call(item: pytest.Item):
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     failed_setup = call.when == "setup" and call.excinfo is not None
-    if failed_setup and call.excinfo.errisinstance(_Caught):
-        return report
     if call.when == "call" or failed_setup:
         error = call.excinfo.value if call.excinfo else None
-        exercise_id = _exercise_of(item)
+        exercise_id = exercise_of(item)
         verdict = verdict_for(error, exercise_id, graded_notebook(item))
         check_hint = _exercise_marker(item).kwargs.get("hint", "")
         if verdict.status == FAILED and check_hint and not verdict.hint:
             verdict = dataclasses.replace(verdict, hint=check_hint)
-        unit = unit_of(item)
-        results(item.config).append(CheckResult(unit, exercise_id, item.name, verdict))
-        if verdict.status != PASSED and item.stash.get(_unit_key, None):
-            item.config.stash.setdefault(_caught_key, set()).add(unit)
+        lab, unit = lab_of(item), unit_of(item)
+        results(item.config).append(CheckResult(lab, exercise_id, item.name, verdict, unit))
         events.emit(
             EventKind.RESULT,
-            lab=unit,
+            lab=lab,
+            unit=unit,
             exercise=exercise_id,
             check=item.nodeid,
             status=verdict.status,

@@ -42,7 +42,9 @@ import json
 import textwrap
 from collections import defaultdict
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from streamlab.grading.verdict import (
     FAILED,
@@ -56,7 +58,7 @@ from streamlab.grading.verdict import (
 )
 from streamlab.paths import write_atomically
 from streamlab.tooling.notebooks import cell_name
-from streamlab.tooling.registry import Lab
+from streamlab.tooling.registry import Exercise, Lab
 
 #: The version of the format of ``build/grade.json``.
 FORMAT_VERSION = 2
@@ -82,56 +84,20 @@ def grade(
     those exercises, the others of their lab kept as ``earlier`` graded them; ``earlier`` is
     a previous grade, whose other labs also count towards the course's progress.
     """
-    lab_errors, cells = lab_errors or {}, cells or {}
-    by_exercise: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
-    for result in results:
-        by_exercise[(result.lab, result.exercise)].append(result.verdict)
-    entries = []
+    found = _Found(
+        _verdicts_by_exercise(results),
+        lab_errors or {},
+        not_graded,
+        cells or {},
+        first_lines or {},
+        fingerprints or {},
+    )
     if exercises:
         # A lab none of whose exercises is graded now stays as an earlier run graded it.
         labs = [lab for lab in labs if any(e.id in exercises for e in lab.exercises)]
+    entries = []
     for lab in labs:
-        error = lab_errors.get(lab.id, "")
-        rows = []
-        for e in lab.exercises:
-            if exercises and e.id not in exercises:
-                continue
-            verdicts = by_exercise[(lab.id, e.id)]
-            verdict = combine(verdicts)
-            if error and (not verdicts or verdict.status != PASSED):
-                # A lab that could not be graded says why once, for all its exercises.
-                verdict = Verdict(NOT_GRADED if lab.id in not_graded else FAILED, error)
-            cell = cells.get(lab.id, {}).get(e.id)
-            line = (first_lines or {}).get(lab.id, {}).get(e.id, "")
-            if verdict.status == FAILED and cell and "cell" not in verdict.message.lower():
-                # Say where the learner's code is, when the sentence does not.
-                where = cell_name(e.id, line)
-                verdict = dataclasses.replace(verdict, message=f"In {where}: {verdict.message}")
-            rows.append(
-                {
-                    "id": e.id,
-                    "title": e.title,
-                    "cell": cell,
-                    "cell_line": line,
-                    **_fields(verdict),
-                    # A hint only where the learner's own attempt failed (or when asked).
-                    "hint": (
-                        (verdict.hint or e.hint)
-                        if verdict.status == FAILED and not verdict.hintless
-                        else ""
-                    ),
-                    "earlier": False,
-                }
-            )
-        entry = {
-            "id": lab.id,
-            "title": lab.title,
-            "status": "error" if error else "graded",
-            "message": error,
-            "fingerprint": (fingerprints or {}).get(lab.id, ""),
-            "exercises": rows,
-            "earlier_exercises": [],
-        }
+        entry = _lab_entry(lab, found, exercises)
         if exercises:
             _keep_earlier(entry, lab, _earlier_entry(lab.id, notebooks, earlier))
         entries.append(entry)
@@ -145,6 +111,73 @@ def grade(
     graded["progress"] = _progress(graded)
     graded["complete"] = all(e["status"] == PASSED for e in _graded_now(graded))
     return graded
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What the checks found, as :func:`grade` is given it."""
+
+    verdicts: Mapping[tuple[str, str], list[Verdict]]  # (lab, exercise) -> its checks' verdicts
+    lab_errors: Mapping[str, str]
+    not_graded: Collection[str]
+    cells: Mapping[str, Mapping[str, int]]
+    first_lines: Mapping[str, Mapping[str, str]]
+    fingerprints: Mapping[str, str]
+
+
+def _verdicts_by_exercise(results: list[CheckResult]) -> dict[tuple[str, str], list[Verdict]]:
+    by_exercise: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
+    for result in results:
+        by_exercise[(result.lab, result.exercise)].append(result.verdict)
+    return by_exercise
+
+
+def _lab_entry(lab: Lab, found: _Found, exercises: set[str] | None) -> dict:
+    """A lab's record in ``build/grade.json``, with the exercises graded now."""
+    error = found.lab_errors.get(lab.id, "")
+    rows = [
+        _exercise_row(lab, e, found, error)
+        for e in lab.exercises
+        if not exercises or e.id in exercises
+    ]
+    return {
+        "id": lab.id,
+        "title": lab.title,
+        "status": "error" if error else "graded",
+        "message": error,
+        "fingerprint": found.fingerprints.get(lab.id, ""),
+        "exercises": rows,
+        "earlier_exercises": [],
+    }
+
+
+def _exercise_row(lab: Lab, exercise: Exercise, found: _Found, error: str) -> dict:
+    """An exercise's record: its checks' verdicts combined, said where its code is."""
+    verdicts = found.verdicts.get((lab.id, exercise.id), [])
+    verdict = combine(verdicts)
+    if error and (not verdicts or verdict.status != PASSED):
+        # A lab that could not be graded says why once, for all its exercises.
+        verdict = Verdict(NOT_GRADED if lab.id in found.not_graded else FAILED, error)
+    cell = found.cells.get(lab.id, {}).get(exercise.id)
+    line = found.first_lines.get(lab.id, {}).get(exercise.id, "")
+    if verdict.status == FAILED and cell and "cell" not in verdict.message.lower():
+        # Say where the learner's code is, when the sentence does not.
+        where = cell_name(exercise.id, line)
+        verdict = dataclasses.replace(verdict, message=f"In {where}: {verdict.message}")
+    return {
+        "id": exercise.id,
+        "title": exercise.title,
+        "cell": cell,
+        "cell_line": line,
+        **_fields(verdict),
+        # A hint only where the learner's own attempt failed (or when asked).
+        "hint": (
+            (verdict.hint or exercise.hint)
+            if verdict.status == FAILED and not verdict.hintless
+            else ""
+        ),
+        "earlier": False,
+    }
 
 
 def _graded_now(graded: dict) -> list[dict]:
@@ -307,72 +340,92 @@ def render(graded: dict, width: int = 88) -> str:
         break_long_words=False,
     )
     for lab in graded["labs"]:
-        lines.append(f"Lab {lab['id']} · {lab['title']}")
-        if lab.get("status") == "error":
-            lines.extend(wrap.wrap(f"Not graded: {lab['message']}"))
-        first_said: dict[str, str] = {}  # a not-graded sentence -> the exercise it was said for
-        for exercise in lab["exercises"]:
-            if exercise.get("earlier"):
-                continue  # not graded by this run: the course progress counts it
-            status = Status(exercise["status"])
-            head = f"  {status.symbol} {exercise['id']:<5} {exercise['title']}"
-            lines.append(f"{head:<{width - 12}} {status.word}")
-            message = exercise["message"]
-            if status == FAILED and message != lab.get("message"):
-                lines.extend(wrap.wrap(_shortened(message)))
-                lines.extend(_compared(exercise))
-                if exercise.get("hint"):
-                    lines.extend(wrap.wrap(f"Hint: {exercise['hint']}"))
-            elif status == NOT_GRADED and message and message != lab.get("message"):
-                # Not the learner's doing, and never with a hint; said once per lab.
-                if message in first_said:
-                    lines.extend(wrap.wrap(f"For the same reason as {first_said[message]}."))
-                else:
-                    first_said[message] = exercise["id"]
-                    lines.extend(wrap.wrap(_shortened(message)))
+        lines.extend(_lab_lines(lab, wrap, width))
         lines.append("")
     for unsaved in graded.get("unsaved", []):
         lines.extend(textwrap.wrap(f"! {unsaved['message']}", width=width, subsequent_indent="  "))
         lines.append("")
     progress = graded.get("progress") or _progress(graded)
+    lines.extend(_course_lines(graded, progress, width))
+    lines.extend(_next_lines(progress))
+    if lines and lines[-1]:
+        lines.append("")
+    lines.append(summary(counts(graded)))
+    return "\n".join(lines)
+
+
+def _lab_lines(lab: dict, wrap: textwrap.TextWrapper, width: int) -> list[str]:
+    """A lab's rows of the table: each exercise graded now, with what to read when it did
+    not pass."""
+    lines = [f"Lab {lab['id']} · {lab['title']}"]
+    if lab.get("status") == "error":
+        lines.extend(wrap.wrap(f"Not graded: {lab['message']}"))
+    first_said: dict[str, str] = {}  # a not-graded sentence -> the exercise it was said for
+    for exercise in lab["exercises"]:
+        if exercise.get("earlier"):
+            continue  # not graded by this run: the course progress counts it
+        status = Status(exercise["status"])
+        head = f"  {status.symbol} {exercise['id']:<5} {exercise['title']}"
+        lines.append(f"{head:<{width - 12}} {status.word}")
+        message = exercise["message"]
+        if status == FAILED and message != lab.get("message"):
+            lines.extend(wrap.wrap(_shortened(message)))
+            lines.extend(_compared(exercise))
+            if exercise.get("hint"):
+                lines.extend(wrap.wrap(f"Hint: {exercise['hint']}"))
+        elif status == NOT_GRADED and message and message != lab.get("message"):
+            # Not the learner's doing, and never with a hint; said once per lab.
+            if message in first_said:
+                lines.extend(wrap.wrap(f"For the same reason as {first_said[message]}."))
+            else:
+                first_said[message] = exercise["id"]
+                lines.extend(wrap.wrap(_shortened(message)))
+    return lines
+
+
+def _course_lines(graded: dict, progress: dict, width: int) -> list[str]:
+    """The course's progress by lab, with its footnotes, when more than one lab counts."""
     kept = [r for r in progress["labs"] if r.get("kept")]
-    if len(progress["labs"]) > 1 or kept:
-        per_lab = ", ".join(
-            f"{r['id']} {r['passed']}/{r['total']}"
-            + ("*" if r["earlier"] else "")
-            + ("+" if r.get("kept") else "")
-            for r in progress["labs"]
-        )
-        lines.append(
-            f"Course progress: {progress['course_passed']} of "
-            f"{progress['course_total']} exercises passed (lab {per_lab})."
-        )
-        if any(r["earlier"] for r in progress["labs"]):
-            lines.append("  * from an earlier run of `nox -s check`")
-        entries = {lab["id"]: lab for lab in graded["labs"]}
-        for r in kept:
-            lines.extend(
-                textwrap.wrap(
-                    _kept(r, entries.get(r["id"])),
-                    width=width,
-                    initial_indent="  ",
-                    subsequent_indent="    ",
-                )
+    if len(progress["labs"]) <= 1 and not kept:
+        return []
+    per_lab = ", ".join(
+        f"{r['id']} {r['passed']}/{r['total']}"
+        + ("*" if r["earlier"] else "")
+        + ("+" if r.get("kept") else "")
+        for r in progress["labs"]
+    )
+    lines = [
+        f"Course progress: {progress['course_passed']} of "
+        f"{progress['course_total']} exercises passed (lab {per_lab})."
+    ]
+    if any(r["earlier"] for r in progress["labs"]):
+        lines.append("  * from an earlier run of `nox -s check`")
+    entries = {lab["id"]: lab for lab in graded["labs"]}
+    for r in kept:
+        lines.extend(
+            textwrap.wrap(
+                _kept(r, entries.get(r["id"])),
+                width=width,
+                initial_indent="  ",
+                subsequent_indent="    ",
             )
+        )
+    return lines
+
+
+def _next_lines(progress: dict) -> list[str]:
+    """The exercise to work on next, or that every exercise graded has passed."""
     upcoming = progress["next"]
     if upcoming:
         status = upcoming["status"]
         state = "" if status == NOT_STARTED else f" ({Status(status).word})"
         # The next exercise's name only: its hints are for when asked (nox -s hint).
-        lines.append(f"Next up: exercise {upcoming['id']}, {upcoming['title'].lower()}{state}.")
-    elif progress["labs"] and not progress.get(NOT_GRADED):
-        lines.append("Every exercise graded here has passed.")
-    elif progress.get(PASSED):
-        lines.append("Every other exercise graded here has passed.")
-    if lines and lines[-1]:
-        lines.append("")
-    lines.append(summary(counts(graded)))
-    return "\n".join(lines)
+        return [f"Next up: exercise {upcoming['id']}, {upcoming['title'].lower()}{state}."]
+    if progress["labs"] and not progress.get(NOT_GRADED):
+        return ["Every exercise graded here has passed."]
+    if progress.get(PASSED):
+        return ["Every other exercise graded here has passed."]
+    return []
 
 
 def _kept(row: dict, lab: dict | None) -> str:
@@ -446,6 +499,8 @@ def read_json(path: Path) -> dict | None:
 
 def write_json(graded: dict, path: Path) -> None:
     """Replace ``path`` atomically: a reader sees the old file or the new one, never half."""
-    write_atomically(
-        path, lambda out: out.write(json.dumps(graded, indent=2, ensure_ascii=False) + "\n")
-    )
+
+    def write(out: TextIO) -> None:
+        out.write(json.dumps(graded, indent=2, ensure_ascii=False) + "\n")
+
+    write_atomically(path, write)

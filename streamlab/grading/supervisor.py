@@ -21,7 +21,9 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
+from typing import Any, BinaryIO, cast
 
 from streamlab import processes
 from streamlab.grading import warm
@@ -30,6 +32,11 @@ from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT
 from streamlab.grading.verdict import FAILED, CheckResult, Status, Verdict
 from streamlab.tooling.notebooks import cell_name
 from streamlab.tooling.registry import Lab
+
+#: One event of the child's, as :mod:`streamlab.grading.events` describes each kind.
+Event = dict[str, Any]
+#: A child process, started here or claimed warm.
+_Child = subprocess.Popen[bytes] | warm.WarmChild
 
 #: Extra seconds past a limit before the child is killed: the child's own, gentler limit
 #: (which keeps the Spark session alive) fires first whenever Python can still run.
@@ -53,10 +60,14 @@ class Outcome:
 
     results: list[CheckResult] = field(default_factory=list)
     lab_errors: dict[str, str] = field(default_factory=dict)
-    cells: dict[str, dict[str, int]] = field(default_factory=dict)  # lab -> exercise -> cell
-    #: lab -> exercise -> the first line of its cell
+    #: Units other than a lab (variants of its solution, nox -s mutants) whose notebook could
+    #: not be read: unit -> why.
+    unit_errors: dict[str, str] = field(default_factory=dict)
+    # Keyed by unit: the lab, or a variant of its solution under nox -s mutants.
+    cells: dict[str, dict[str, int]] = field(default_factory=dict)  # unit -> exercise -> cell
+    #: unit -> exercise -> the first line of its cell
     first_lines: dict[str, dict[str, str]] = field(default_factory=dict)
-    #: lab -> the fingerprint of the graded cells its checks ran (streamlab.tooling.notebooks)
+    #: unit -> the fingerprint of the graded cells its checks ran (streamlab.tooling.notebooks)
     fingerprints: dict[str, str] = field(default_factory=dict)
     #: Labs whose error leaves their exercises not graded rather than failed (the course's
     #: reference notebooks are missing).
@@ -80,33 +91,51 @@ PHASES = {
 }
 
 
+class Phase(StrEnum):
+    """What the child announced it is doing: which limit holds, and what is blamed for a hang."""
+
+    IDLE = "idle"  # the course's own work: starting pytest, between checks, stopping Spark
+    CELL = "cell"  # a graded cell runs
+    SETUP = "setup"
+    CALL = "call"
+    TEARDOWN = "teardown"
+
+    def timing(self, first: bool, done: bool) -> str:
+        """Which of :data:`PHASES` time spent in this phase counts in."""
+        if self is Phase.IDLE:
+            return "start" if first else "end" if done else "between"
+        return {Phase.CELL: "cells", Phase.CALL: "checks"}.get(self, self.value)
+
+
 @dataclass
 class _Activity:
-    kind: str  # "idle", "cell", "setup", "call" or "teardown"
+    """What the child does now, as its last event announced it, and until when it may."""
+
+    phase: Phase
     deadline: float
     limit: float
-    lab: str | None = None
-    exercise: str | None = None
+    lab: str = ""
+    #: What is graded: the lab, or a variant of its solution (nox -s mutants).
+    unit: str = ""
+    exercise: str = ""
     cell: int = 0
-    check: str | None = None
+    check: str = ""
     line: str = ""  # the running cell's first line
     started: float = field(default_factory=time.monotonic)
 
-    def phase(self, first: bool, done: bool) -> str:
-        """Which of :data:`PHASES` this activity's time counts in."""
-        if self.kind == "idle":
-            return "start" if first else "end" if done else "between"
-        return {"cell": "cells", "call": "checks"}.get(self.kind, self.kind)
+
+def _idle() -> _Activity:
+    return _Activity(Phase.IDLE, time.monotonic() + IDLE_LIMIT, IDLE_LIMIT)
 
 
 @dataclass
 class _Plan:
     done: set[str] = field(default_factory=set)
-    # lab -> cell number -> the fields of the loader's CellProblem for it
+    # unit -> cell number -> the fields of the loader's CellProblem for it
     cells: dict[str, dict[int, dict]] = field(default_factory=dict)
-    # Exercises with a check that had to be killed: their other checks would only hang too.
+    # (unit, exercise) with a check that had to be killed: their other checks would only hang too.
     given_up: set[tuple[str, str]] = field(default_factory=set)
-    # Variants (nox -s mutants) with a failed check: their other checks need not run.
+    # Units with a failed check: a variant (nox -s mutants) needs none of its other checks.
     failed: set[str] = field(default_factory=set)
 
     def write(self, path: Path) -> None:
@@ -114,11 +143,11 @@ class _Plan:
             json.dumps(
                 {
                     "done": sorted(self.done),
-                    "given_up": sorted(f"{lab}:{exercise}" for lab, exercise in self.given_up),
+                    "given_up": sorted(f"{unit}:{exercise}" for unit, exercise in self.given_up),
                     "failed": sorted(self.failed),
                     "cells": {
-                        lab: {str(n): problem for n, problem in cells.items()}
-                        for lab, cells in self.cells.items()
+                        unit: {str(n): problem for n, problem in cells.items()}
+                        for unit, cells in self.cells.items()
                     },
                 }
             )
@@ -137,12 +166,12 @@ def run(
 ) -> Outcome:
     """Grade ``labs`` in as many children as it takes; never raises for the learner's code.
 
-    ``child_args`` go to every child's pytest (``--variants``, for nox -s mutants);
+    ``child_args`` go to every child's pytest (nox -s mutants loads its plugin there);
     ``on_result`` is told each check's verdict as soon as it is known.
     """
-    outcome, plan = Outcome(), _Plan()
     cap = max_check_seconds
-    cell_limit = cap or CELL_TIME_LIMIT
+    grading = _Run(Outcome(), _Plan(), cap or CELL_TIME_LIMIT, cap)
+    outcome, plan = grading.outcome, grading.plan
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with (
         tempfile.TemporaryDirectory(prefix="streamlab-grading-") as scratch,
@@ -163,10 +192,10 @@ def run(
             args += list(child_args)
             if cap:
                 args += ["--max-check-seconds", str(cap)]
-            ended, activity, code = _run_child(args, outcome, plan, log, cell_limit, cap, on_result)
+            ended, code = _run_child(args, grading, log, on_result)
             if ended:
                 return outcome
-            if not _blame(activity, code, outcome, plan):
+            if not _blame(grading.activity, code, outcome, plan):
                 break
         stopped = "stopped answering" if code is None else f"ended with exit code {code}"
         for lab in labs:
@@ -183,60 +212,70 @@ def run(
 
 def _run_child(
     args: list[str],
-    outcome: Outcome,
-    plan: _Plan,
-    log,
-    cell_limit: float,
-    cap: float | None,
+    run: _Run,
+    log: BinaryIO,
     on_result: Callable[[CheckResult], None] | None = None,
-) -> tuple[bool, _Activity, int | None]:
-    """Run one child to its end. Returns (finished normally, last activity, exit code)."""
+) -> tuple[bool, int | None]:
+    """Run one child to its end. Returns (finished normally, exit code); ``run.activity`` is
+    what it was doing last."""
     read_fd, write_fd = os.pipe()
     env = {**os.environ, FD_VARIABLE: str(write_fd), "PYTHONUNBUFFERED": "1"}
-    activity = _Activity("idle", time.monotonic() + IDLE_LIMIT, IDLE_LIMIT)
+    run.activity = _idle()
     log.flush()
-    child = warm.claim(args, write_fd, log.fileno(), env)
-    outcome.took("children", 1)
-    outcome.took("warm", child is not None)
-    if child is None:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "streamlab.grading.child", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            env=env,
-            pass_fds=(write_fd,),
-            # Its own process group, so that killing it takes its JVM and Python workers along.
-            start_new_session=True,
-        )
+    child = _start_child(args, write_fd, log, env, run.outcome)
     os.close(write_fd)
     finished, first = False, True
     try:
         # The deadline is the newest activity's: each event may move it.
-        for event in _events(child, read_fd, lambda: activity.deadline):  # noqa: B023
-            before = activity
+        for event in _events(child, read_fd, lambda: run.activity.deadline):
+            before = run.activity
             if event.get("event") == EventKind.DONE:
                 finished = True
-            activity = _follow(event, activity, outcome, plan, cell_limit, cap)
-            if activity is not before:
-                outcome.took(before.phase(first, False), activity.started - before.started)
+            _follow(event, run)
+            if run.activity is not before:
+                run.outcome.took(
+                    before.phase.timing(first, False), run.activity.started - before.started
+                )
                 first = False
             if on_result and event.get("event") == EventKind.RESULT:
-                on_result(outcome.results[-1])
+                on_result(run.outcome.results[-1])
     except _OutOfTime:
-        return finished, activity, None
+        return finished, None
     finally:
         os.close(read_fd)
         _kill(child)
-        outcome.took(activity.phase(first, finished), time.monotonic() - activity.started)
-    return finished, activity, child.returncode
+        run.outcome.took(
+            run.activity.phase.timing(first, finished), time.monotonic() - run.activity.started
+        )
+    return finished, child.returncode
+
+
+def _start_child(
+    args: list[str], write_fd: int, log: BinaryIO, env: dict[str, str], outcome: Outcome
+) -> _Child:
+    """A warm child given ``args`` if one is ready, else a child started from cold."""
+    warm_child = warm.claim(args, write_fd, log.fileno(), env)
+    outcome.took("children", 1)
+    outcome.took("warm", warm_child is not None)
+    if warm_child is not None:
+        return warm_child
+    return subprocess.Popen(
+        [sys.executable, "-m", "streamlab.grading.child", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        env=env,
+        pass_fds=(write_fd,),
+        # Its own process group, so that killing it takes its JVM and Python workers along.
+        start_new_session=True,
+    )
 
 
 class _OutOfTime(Exception):
     """What the child announced outlived its limit."""
 
 
-def _events(child: subprocess.Popen, read_fd: int, deadline: Callable[[], float]) -> Iterator[dict]:
+def _events(child: _Child, read_fd: int, deadline: Callable[[], float]) -> Iterator[Event]:
     """The child's events as they come, until it exits; :class:`_OutOfTime` when ``deadline()``
     (which each event may move) passes first."""
     buffer = b""
@@ -270,145 +309,222 @@ def _events(child: subprocess.Popen, read_fd: int, deadline: Callable[[], float]
                     event = json.loads(line)
                 except ValueError:
                     continue  # something else wrote to the pipe; the events still count
-                yield event
+                if isinstance(event, dict):
+                    yield event
     finally:
         selector.close()
 
 
-def _follow(
-    event: dict,
-    activity: _Activity,
-    outcome: Outcome,
-    plan: _Plan,
-    cell_limit: float,
-    cap: float | None,
-) -> _Activity:
-    """The activity after ``event``; records verdicts and lab errors as they come."""
-    now = time.monotonic()
-    kind, lab = event.get("event"), event.get("lab")
-    if kind == EventKind.CELL and event.get("cell"):
-        limit = cell_limit + GRACE
+@dataclass
+class _Run:
+    """A grading as the supervisor follows it: what the child does now, and what it found."""
+
+    outcome: Outcome
+    plan: _Plan
+    cell_limit: float
+    cap: float | None
+    activity: _Activity = field(default_factory=_idle)
+
+
+def _follow(event: Event, run: _Run) -> None:
+    """Move ``run.activity`` on by ``event``; record verdicts and lab errors as they come."""
+    handler = _HANDLERS.get(str(event.get("event")))
+    activity = handler(event, run) if handler else _idle()
+    if activity is not None:
+        run.activity = activity
+
+
+def _unit(event: Event) -> str:
+    """What the event's check grades: its lab, or a variant of its solution (nox -s mutants)."""
+    return str(event.get("unit") or event.get("lab") or "")
+
+
+def _on_cell(event: Event, run: _Run) -> _Activity:
+    """A graded cell starts (its number given), or ends: back to the check's setup."""
+    lab, now = str(event.get("lab") or ""), time.monotonic()
+    if event.get("cell"):
+        limit = run.cell_limit
         return _Activity(
-            "cell",
-            now + limit,
-            cell_limit,
+            Phase.CELL,
+            now + limit + GRACE,
+            limit,
             lab,
-            event.get("exercise"),
-            event["cell"],
-            activity.check,
-            event.get("line", ""),
+            _unit(event),
+            str(event.get("exercise") or ""),
+            int(event["cell"]),
+            run.activity.check,
+            str(event.get("line", "")),
         )
-    if kind == EventKind.CELL:  # the cell finished: back to the check's setup
-        return _Activity(
-            "setup", now + SETUP_LIMIT, SETUP_LIMIT, lab, activity.exercise, check=activity.check
-        )
-    if kind == EventKind.CELLS:
-        outcome.cells[lab] = event.get("cells", {})
-        outcome.first_lines[lab] = event.get("first_lines", {})
-        if event.get("fingerprint"):
-            outcome.fingerprints[lab] = event["fingerprint"]
-    if kind == EventKind.PHASE:
-        phase = event["phase"]
-        limit = {"setup": SETUP_LIMIT, "teardown": TEARDOWN_LIMIT}.get(
-            phase, event.get("limit") or (min(DEFAULT_TIMEOUT, cap) if cap else DEFAULT_TIMEOUT)
-        )
-        grace = GRACE + 0.1 * limit if phase == "call" else 0
-        return _Activity(
-            phase, now + limit + grace, limit, lab, event.get("exercise"), check=event.get("check")
-        )
-    if kind == EventKind.RESULT:
-        outcome.results.append(
-            CheckResult(
-                lab,
-                event["exercise"],
-                _name(event["check"]),
-                Verdict(
-                    Status(event["status"]),
-                    event["message"],
-                    event.get("expected", ""),
-                    event.get("actual", ""),
-                    event.get("hint", ""),
-                    event.get("diff", ""),
-                ),
-            )
-        )
-        plan.done.add(event["check"])
-        if event["status"] == FAILED:
-            plan.failed.add(lab)
-    if kind == EventKind.LAB_ERROR:
+    before = run.activity
+    return _Activity(
+        Phase.SETUP,
+        now + SETUP_LIMIT,
+        SETUP_LIMIT,
+        lab,
+        _unit(event),
+        before.exercise,
+        check=before.check,
+    )
+
+
+def _on_cells(event: Event, run: _Run) -> None:
+    """A notebook is loaded: where each exercise's cell is, and the cells' fingerprint."""
+    unit, outcome = _unit(event), run.outcome
+    outcome.cells[unit] = event.get("cells", {})
+    outcome.first_lines[unit] = event.get("first_lines", {})
+    if event.get("fingerprint"):
+        outcome.fingerprints[unit] = event["fingerprint"]
+
+
+def _on_phase(event: Event, run: _Run) -> _Activity:
+    """A check's setup, call or teardown starts, each with its own limit."""
+    phase = Phase(event["phase"])
+    default = min(DEFAULT_TIMEOUT, run.cap) if run.cap else DEFAULT_TIMEOUT
+    limits = {Phase.SETUP: SETUP_LIMIT, Phase.TEARDOWN: TEARDOWN_LIMIT}
+    limit = limits.get(phase, event.get("limit") or default)
+    grace = GRACE + 0.1 * limit if phase is Phase.CALL else 0
+    return _Activity(
+        phase,
+        time.monotonic() + limit + grace,
+        limit,
+        str(event.get("lab") or ""),
+        _unit(event),
+        str(event.get("exercise") or ""),
+        check=str(event.get("check") or ""),
+    )
+
+
+def _on_result(event: Event, run: _Run) -> None:
+    """A check's verdict."""
+    verdict = Verdict(
+        Status(event["status"]),
+        event["message"],
+        event.get("expected", ""),
+        event.get("actual", ""),
+        event.get("hint", ""),
+        event.get("diff", ""),
+    )
+    unit = _unit(event)
+    run.outcome.results.append(
+        CheckResult(event["lab"], event["exercise"], _name(event["check"]), verdict, unit)
+    )
+    run.plan.done.add(event["check"])
+    if verdict.status == FAILED:
+        run.plan.failed.add(unit)
+
+
+def _on_lab_error(event: Event, run: _Run) -> None:
+    """A notebook cannot be read: the lab's, or a variant's (nox -s mutants)."""
+    lab, unit = str(event.get("lab") or ""), _unit(event)
+    if unit == lab:
+        run.outcome.lab_errors[lab] = event["message"]
+    else:
+        run.outcome.unit_errors[unit] = event["message"]
+
+
+def _on_broken(event: Event, run: _Run) -> None:
+    """A check file does not load: the course's bug, or its reference notebooks are missing."""
+    lab, outcome = lab_of_check(event.get("check", "")), run.outcome
+    if lab and event.get("reference"):
+        # The course's reference notebooks are missing: the sentence says what to do.
         outcome.lab_errors[lab] = event["message"]
-    if kind == EventKind.BROKEN:
-        broken_lab = lab_of_check(event.get("check", ""))
-        if broken_lab and event.get("reference"):
-            # The course's reference notebooks are missing: the sentence says what to do.
-            outcome.lab_errors[broken_lab] = event["message"]
-            outcome.not_graded.add(broken_lab)
-        elif broken_lab:
-            outcome.lab_errors[broken_lab] = (
-                f"Lab {broken_lab} could not be graded: its checks do not load "
-                f"({event.get('message')}). This is {REPORT_BUGS}."
-            )
-    if kind == EventKind.DONE:
-        return _Activity("idle", now + IDLE_LIMIT, IDLE_LIMIT)
-    if kind in (EventKind.RESULT, EventKind.LAB_ERROR, EventKind.BROKEN, EventKind.CELLS):
-        return activity
-    return _Activity("idle", now + IDLE_LIMIT, IDLE_LIMIT)
+        outcome.not_graded.add(lab)
+    elif lab:
+        outcome.lab_errors[lab] = (
+            f"Lab {lab} could not be graded: its checks do not load "
+            f"({event.get('message')}). This is {REPORT_BUGS}."
+        )
+
+
+def _on_done(event: Event, run: _Run) -> _Activity:
+    """The child's checks are over: what is left is stopping Spark."""
+    return _idle()
+
+
+#: What each kind of event does; None from a handler leaves the activity as it was.
+_HANDLERS: dict[str, Callable[[Event, _Run], _Activity | None]] = {
+    EventKind.CELL: _on_cell,
+    EventKind.CELLS: _on_cells,
+    EventKind.PHASE: _on_phase,
+    EventKind.RESULT: _on_result,
+    EventKind.LAB_ERROR: _on_lab_error,
+    EventKind.BROKEN: _on_broken,
+    EventKind.DONE: _on_done,
+}
 
 
 def _blame(activity: _Activity, code: int | None, outcome: Outcome, plan: _Plan) -> bool:
     """Record what the killed or dead child was doing; False when no exercise is to blame."""
+    if activity.phase is Phase.CELL:
+        _blame_cell(activity, code, plan)
+        return True
+    if activity.phase in _CHECK_PHASES and activity.check:
+        _blame_check(activity, code, outcome, plan)
+        return True
+    return False
+
+
+#: The phases of a check, which a hang or a crash in them fails.
+_CHECK_PHASES = (Phase.SETUP, Phase.CALL, Phase.TEARDOWN)
+
+
+def _blame_cell(activity: _Activity, code: int | None, plan: _Plan) -> None:
+    """The running cell killed the child, or outlived its limit: the next child skips it."""
     how = _how(code, activity.limit)
-    line = outcome.first_lines.get(activity.lab or "", {}).get(activity.exercise or "", "")
+    detail = (
+        f"{how}: is there an endless loop at the top level of the cell, or a call "
+        "that never returns?"
+        if code is None
+        else f"{how}: does the cell call os._exit(), or end its own process?"
+    )
+    problem = {
+        "exercise": activity.exercise or None,
+        "cell_number": activity.cell,
+        "kind": "crash",
+        "detail": detail,
+        "first_line": activity.line,
+    }
+    plan.cells.setdefault(activity.unit, {})[activity.cell] = problem
+
+
+def _blame_check(activity: _Activity, code: int | None, outcome: Outcome, plan: _Plan) -> None:
+    """The running check killed the child, or outlived its limit: it fails, and the
+    exercise's other checks are given up."""
+    verdict = Verdict(FAILED, _check_sentence(activity, code, outcome))
+    outcome.results.append(
+        CheckResult(activity.lab, activity.exercise, _name(activity.check), verdict, activity.unit)
+    )
+    plan.done.add(activity.check)
+    plan.given_up.add((activity.unit, activity.exercise))
+
+
+def _check_sentence(activity: _Activity, code: int | None, outcome: Outcome) -> str:
+    """What a learner reads about a check that hung or ended the process, by its phase."""
+    how = _how(code, activity.limit)
+    line = outcome.first_lines.get(activity.unit, {}).get(activity.exercise, "")
     in_cell = (
         f" (your code is in {cell_name(activity.exercise, line)})" if activity.exercise else ""
     )
-    if activity.kind == "cell":
-        detail = (
-            f"{how}: is there an endless loop at the top level of the cell, or a call "
-            "that never returns?"
-            if code is None
-            else f"{how}: does the cell call os._exit(), or end its own process?"
+    if code is not None:
+        return (
+            f"Your code {how} during the check: does it call os._exit(), or end "
+            f"its own process?{in_cell}"
         )
-        problem = {
-            "exercise": activity.exercise,
-            "cell_number": activity.cell,
-            "kind": "crash",
-            "detail": detail,
-            "first_line": activity.line,
-        }
-        plan.cells.setdefault(activity.lab, {})[activity.cell] = problem
-        return True
-    if activity.kind in ("setup", "call", "teardown") and activity.check:
-        if code is None and activity.kind == "call":
-            sentence = (
-                f"The check {how}: is there an endless loop, a call that never "
-                "returns (a loop inside a library, a query nobody stops), or a "
-                f"deadlock?{in_cell}"
-            )
-        elif code is None and activity.kind == "teardown":
-            sentence = (
-                f"Stopping the queries this check started {how}: does your code "
-                f"start a query that ignores stop()?{in_cell}"
-            )
-        elif code is None:
-            sentence = (
-                f"Preparing this check (loading the notebook, starting Spark) {how}. "
-                f"If your cells are quick, this is {REPORT_BUGS}."
-            )
-        else:
-            sentence = (
-                f"Your code {how} during the check: does it call os._exit(), or end "
-                f"its own process?{in_cell}"
-            )
-        outcome.results.append(
-            CheckResult(
-                activity.lab, activity.exercise, _name(activity.check), Verdict(FAILED, sentence)
-            )
+    if activity.phase is Phase.CALL:
+        return (
+            f"The check {how}: is there an endless loop, a call that never "
+            "returns (a loop inside a library, a query nobody stops), or a "
+            f"deadlock?{in_cell}"
         )
-        plan.done.add(activity.check)
-        plan.given_up.add((activity.lab, activity.exercise))
-        return True
-    return False
+    if activity.phase is Phase.TEARDOWN:
+        return (
+            f"Stopping the queries this check started {how}: does your code "
+            f"start a query that ignores stop()?{in_cell}"
+        )
+    return (
+        f"Preparing this check (loading the notebook, starting Spark) {how}. "
+        f"If your cells are quick, this is {REPORT_BUGS}."
+    )
 
 
 def _how(code: int | None, limit: float | None = None) -> str:
@@ -425,9 +541,10 @@ def _how(code: int | None, limit: float | None = None) -> str:
     return f"ended the process running your code (exit code {code})"
 
 
-def _kill(child: subprocess.Popen) -> None:
+def _kill(child: _Child) -> None:
     """Kill the child's process group: the child, its Spark JVM and the JVM's Python workers."""
-    processes.terminate(child, group=True, first=signal.SIGKILL)
+    # A WarmChild has all of a Popen that terminate() uses: pid, poll(), wait(), returncode.
+    processes.terminate(cast(subprocess.Popen, child), group=True, first=signal.SIGKILL)
 
 
 def _name(nodeid: str) -> str:

@@ -83,12 +83,21 @@ class Verdict:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """The verdict of one check of one exercise."""
+    """The verdict of one check of one exercise.
+
+    ``unit`` is what the check graded: the lab (the default), or under ``nox -s mutants`` a
+    variant of the lab's solution (``m12``, or ``solution`` for the solution itself).
+    """
 
     lab: str
     exercise: str
     check: str
     verdict: Verdict
+    unit: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.unit:
+            object.__setattr__(self, "unit", self.lab)
 
 
 def _whole(text: str) -> str:
@@ -115,13 +124,7 @@ def verdict_for(
     ``notebook`` is the notebook graded: a notebook under ``solutions/`` that is missing or
     unreadable and is not that one is the course's reference, which the check needed.
     """
-    from streamlab.grading.loader import (
-        MissingName,
-        NotebookUnreadable,
-        describe_error,
-        missing_reference,
-        reference_sentence,
-    )
+    from streamlab.grading.loader import missing_reference, reference_sentence
 
     if error is None:
         return Verdict(PASSED, "")
@@ -130,6 +133,16 @@ def verdict_for(
         return Verdict(
             NOT_GRADED, reference_sentence(reference, f"The checks of exercise {exercise}")
         )
+    return (
+        _not_run_verdict(error) or _stub_verdict(error, exercise) or _check_verdict(error, exercise)
+    )
+
+
+def _not_run_verdict(error: BaseException) -> Verdict | None:
+    """The verdict when the code could not be checked: a cell or the notebook failed, or
+    the code ended the program."""
+    from streamlab.grading.loader import NotebookUnreadable, describe_error
+
     if isinstance(error, CellFailed):
         status = {"not-done": NOT_STARTED, "reference": NOT_GRADED}.get(error.problem.kind, FAILED)
         return Verdict(status, _whole(str(error)))
@@ -145,6 +158,11 @@ def verdict_for(
                 + ": a function should return its result, not end the program."
             ),
         )
+    return None
+
+
+def _stub_verdict(error: BaseException, exercise: str) -> Verdict | None:
+    """The verdict when an exercise's stub raised: this one's, or an earlier one's."""
     stub = _not_done(error)
     if stub == exercise:
         return Verdict(NOT_STARTED, f"Exercise {exercise} is not done yet.")
@@ -155,6 +173,13 @@ def verdict_for(
             f"done yet: finish exercise {stub} first.",
             hintless=True,
         )
+    return None
+
+
+def _check_verdict(error: BaseException, exercise: str) -> Verdict:
+    """The verdict when the check ran and the code did not do what it asked."""
+    from streamlab.grading.loader import MissingName, describe_error
+
     if isinstance(error, MissingName):
         return Verdict(
             FAILED,

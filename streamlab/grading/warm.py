@@ -559,7 +559,10 @@ def _warm_up() -> None:
     from streamlab.deadlines import finish
     from streamlab.session import CHECKS_SESSION, spark_session
 
-    spark = spark_session(**CHECKS_SESSION)
+    # The session the checks' ``spark`` fixture asks for (streamlab.spark_fixtures).
+    master, conf = CHECKS_SESSION["master"], CHECKS_SESSION["conf"]
+    assert isinstance(master, str) and isinstance(conf, dict)
+    spark = spark_session(master, conf=conf)
     spark.range(8).groupBy((F.col("id") % 2).alias("k")).count().collect()
     spark.range(4).select(F.udf(lambda x: x + 1, "long")("id")).collect()
     with tempfile.TemporaryDirectory(prefix="streamlab-warm-") as scratch:

@@ -68,7 +68,7 @@ class Watcher:
             print("\033[2J\033[H", end="")
         print(f"{datetime.now():%H:%M:%S} {what} ...", flush=True)
         # A session of its own, so that Ctrl-C reaches the watcher, which stops the grader.
-        self.grader = subprocess.Popen(
+        self.grader = grader = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -85,10 +85,10 @@ class Watcher:
             text=True,
             start_new_session=True,
         )
-        for line in self.grader.stdout:
+        for line in grader.stdout or ():
             if not line.startswith("Grading "):
                 print(line, end="", flush=True)
-        self.grader.wait()
+        grader.wait()
         self.grader = None
         print(
             f"\nWatching {self._what()}: save a notebook to regrade it; Ctrl-C stops.", flush=True

@@ -6,8 +6,10 @@ a boundary moved, a constant changed, a statement dropped, a condition negated, 
 so the same solution always gives the same variants. Each variant is graded against its own
 exercise's checks only, by the real grader (:mod:`streamlab.grading.supervisor`: a child
 process, the checks' time limits), all of a lab's variants in one child so that Spark starts
-once; checks without Spark run first, and a variant stops at its first failing check. The
-unchanged solution is graded first: a variant is caught only if the solution passes.
+once (:mod:`streamlab.tooling.mutants_plugin`, which the child loads, makes each variant a
+unit of its own); checks without Spark run first, and a variant stops at its first failing
+check. The unchanged solution is graded first: a variant is caught only if the solution
+passes.
 
 A variant no check fails is a survivor. Survivors that are likely equivalent to the solution
 are marked, never dropped: a variant that compiles to the solution's own bytecode (not
@@ -26,12 +28,18 @@ import sys
 import tempfile
 import time
 import types
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 from streamlab.tooling import registry
 from streamlab.tooling.notebooks import clipped, exercise_id, is_graded, read_cells, solution_lines
+
+if TYPE_CHECKING:
+    from streamlab.grading.supervisor import Outcome
+    from streamlab.grading.verdict import CheckResult
 
 RESULTS_DIR = BUILD_DIR / "mutants"
 #: The share of non-equivalent variants a lab's checks must catch.
@@ -110,6 +118,10 @@ def variants(lab: registry.Lab, exercises: list[str] | None = None) -> list[Muta
     return found
 
 
+#: One change a variant makes: (kind, the node replaced, its new text, the change in words).
+_Change = tuple[str, ast.AST, str, str]
+
+
 def cell_variants(source: str) -> list[tuple[str, int, str, str]]:
     """(kind, line, change, changed source) for each variant of the solution regions of a cell."""
     spans = solution_lines(source)
@@ -124,14 +136,22 @@ def cell_variants(source: str) -> list[tuple[str, int, str, str]]:
     def inside(node: ast.AST) -> bool:
         return any(first <= node.lineno and node.end_lineno <= last for first, last in spans)
 
-    def add(kind: str, node: ast.AST, text: str, change: str) -> None:
-        changed = _replaced(lines, node, text)
-        if changed not in seen:
-            seen.add(changed)
-            out.append((kind, node.lineno, change, changed))
-
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    docstrings = {
+    docstrings = _docstrings(tree)
+    for node in _in_order(tree):
+        if not hasattr(node, "lineno") or not inside(node):
+            continue
+        for kind, target, text, change in _changes(node, source, parents, docstrings, inside):
+            changed = _replaced(lines, target, text)
+            if changed not in seen:
+                seen.add(changed)
+                out.append((kind, target.lineno, change, changed))
+    return out
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the tree's docstring constants: text no code runs, never changed."""
+    return {
         id(node.body[0].value)
         for node in ast.walk(tree)
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -140,40 +160,50 @@ def cell_variants(source: str) -> list[tuple[str, int, str, str]]:
         and isinstance(node.body[0].value, ast.Constant)
         and isinstance(node.body[0].value.value, str)
     }
-    for node in _in_order(tree):
-        if not hasattr(node, "lineno") or not inside(node):
-            continue
-        # One line, for the report: a segment may span lines.
-        original = " ".join((ast.get_source_segment(source, node) or "").split())
-        if isinstance(node, ast.Compare):
-            for index, op in enumerate(node.ops):
-                for table, kind in ((_FLIPPED, "comparison flipped"), (_BOUNDARY, "boundary")):
-                    if type(op) in table:
-                        ops = list(node.ops)
-                        ops[index] = table[type(op)]()
-                        text = ast.unparse(ast.Compare(node.left, ops, node.comparators))
-                        add(kind, node, text, f"`{original}` -> `{text}`")
-        elif isinstance(node, ast.BoolOp):
-            other = ast.Or() if isinstance(node.op, ast.And) else ast.And()
-            text = ast.unparse(ast.BoolOp(other, node.values))
-            add("and/or swapped", node, text, f"`{original}` -> `{text}`")
-        elif isinstance(node, ast.Constant) and id(node) not in docstrings:
-            if isinstance(parents.get(node), ast.JoinedStr):
-                continue  # the literal text of an f-string
-            moved = _moved(node.value)
-            if moved is not None:
-                text = repr(moved)
-                add("constant changed", node, text, f"`{original}` -> `{text}`")
-        if (
-            isinstance(node, (ast.If, ast.While, ast.IfExp))
-            and inside(node.test)
-            and not _flippable(node.test)
-        ):
-            test = ast.get_source_segment(source, node.test) or ""
-            add("condition negated", node.test, f"not ({test})", f"`{test}` -> `not ({test})`")
-        if isinstance(node, _DROPPABLE) and id(getattr(node, "value", None)) not in docstrings:
-            add("statement dropped", node, "pass", f"`{clipped(original, 100)}` dropped")
-    return out
+
+
+def _changes(
+    node: ast.AST,
+    source: str,
+    parents: dict[ast.AST, ast.AST],
+    docstrings: set[int],
+    inside: Callable[[ast.AST], bool],
+) -> Iterator[_Change]:
+    """Every change of ``node`` a variant makes, in order."""
+    # One line, for the report: a segment may span lines.
+    original = " ".join((ast.get_source_segment(source, node) or "").split())
+    if isinstance(node, ast.Compare):
+        yield from _compare_changes(node, original)
+    elif isinstance(node, ast.BoolOp):
+        other = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        text = ast.unparse(ast.BoolOp(other, node.values))
+        yield "and/or swapped", node, text, f"`{original}` -> `{text}`"
+    elif isinstance(node, ast.Constant) and id(node) not in docstrings:
+        # Never the literal text of an f-string.
+        moved = None if isinstance(parents.get(node), ast.JoinedStr) else _moved(node.value)
+        if moved is not None:
+            text = repr(moved)
+            yield "constant changed", node, text, f"`{original}` -> `{text}`"
+    if (
+        isinstance(node, (ast.If, ast.While, ast.IfExp))
+        and inside(node.test)
+        and not _flippable(node.test)
+    ):
+        test = ast.get_source_segment(source, node.test) or ""
+        yield "condition negated", node.test, f"not ({test})", f"`{test}` -> `not ({test})`"
+    if isinstance(node, _DROPPABLE) and id(getattr(node, "value", None)) not in docstrings:
+        yield "statement dropped", node, "pass", f"`{clipped(original, 100)}` dropped"
+
+
+def _compare_changes(node: ast.Compare, original: str) -> Iterator[_Change]:
+    """Each comparison of ``node`` flipped, then moved over its boundary."""
+    for index, op in enumerate(node.ops):
+        for table, kind in ((_FLIPPED, "comparison flipped"), (_BOUNDARY, "boundary")):
+            if type(op) in table:
+                ops = list(node.ops)
+                ops[index] = table[type(op)]()
+                text = ast.unparse(ast.Compare(node.left, ops, node.comparators))
+                yield kind, node, text, f"`{original}` -> `{text}`"
 
 
 def _flippable(test: ast.AST) -> bool:
@@ -276,20 +306,11 @@ def _write_notebook(cells: list[dict], path: Path) -> None:
     path.write_text(json.dumps(notebook), encoding="utf-8")
 
 
-def grade(
-    lab: registry.Lab,
-    made: list[Mutant],
-    *,
-    scratch: Path,
-    max_check_seconds: float | None = None,
-    echo=print,
-) -> dict:
-    """Grade ``made`` (and the solution, first) with the grader; the lab's result as a dict."""
-    from streamlab.grading import supervisor
-    from streamlab.grading.verdict import PASSED
-
-    started = time.monotonic()
-    cells = read_cells(lab.notebook(REPO_ROOT / "solutions"))
+def _write_variants(
+    lab: registry.Lab, made: list[Mutant], scratch: Path, cells: list[dict]
+) -> tuple[list[Mutant], list[str], Path]:
+    """Write the solution's and each variant's notebook under ``scratch``, and the list the
+    grader's mutants plugin reads; (the variants to grade, their exercises, the list)."""
     graded_cells = [(n, c) for n, c in enumerate(cells, 1) if is_graded(c)]
     to_grade = [m for m in made if m.equivalent != SAME_BYTECODE]
     exercises = sorted({m.exercise for m in made}, key=_exercise_order)
@@ -306,56 +327,86 @@ def grade(
         units.append({"unit": mutant.unit, "exercise": mutant.exercise, "folder": str(folder)})
     plan = scratch / "variants.json"
     plan.write_text(json.dumps(units))
+    return to_grade, exercises, plan
+
+
+def grade(
+    lab: registry.Lab,
+    made: list[Mutant],
+    *,
+    scratch: Path,
+    max_check_seconds: float | None = None,
+    echo: Callable[..., None] = print,
+) -> dict:
+    """Grade ``made`` (and the solution, first) with the grader; the lab's result as a dict."""
+    from streamlab.grading import supervisor
+
+    started = time.monotonic()
+    cells = read_cells(lab.notebook(REPO_ROOT / "solutions"))
+    to_grade, exercises, plan = _write_variants(lab, made, scratch, cells)
     echo(
         f"Lab {lab.id}: grading the solution and {len(to_grade)} of {len(made)} variants "
         f"({len(made) - len(to_grade)} compile to the solution's own bytecode) ...",
         flush=True,
     )
-    graded: set[str] = set()
-    every = max(10, len(to_grade) // 10)
-
-    def progress(result) -> None:
-        # A variant is done at its first failing check, or after its last one.
-        graded.add(result.lab)
-        if len(graded) % every == 0:
-            echo(f"  {len(graded) - 1} of {len(to_grade)} variants graded ...", flush=True)
-
     outcome = supervisor.run(
         [lab],
         str(scratch / "solution"),
         exercises=exercises,
         max_check_seconds=max_check_seconds,
         log_path=scratch / "grade.log",
-        child_args=["--variants", str(plan)],
-        on_result=progress,
+        child_args=["-p", "streamlab.tooling.mutants_plugin", "--variants", str(plan)],
+        on_result=_progress(len(to_grade), echo),
     )
-    failed_units: dict[str, str] = {}
+    caught_by = _caught_by(lab, outcome)
+    rows = [
+        {
+            **{k: v for k, v in asdict(mutant).items() if k != "source"},
+            "caught": mutant.unit in caught_by,
+            "by": caught_by.get(mutant.unit, ""),
+            "original": _line(cells[mutant.cell - 1]["source"], mutant.line),
+        }
+        for mutant in made
+    ]
+    return summarise(lab, rows, seconds=time.monotonic() - started)
+
+
+def _progress(variants: int, echo: Callable[..., None]) -> Callable[[CheckResult], None]:
+    """Told each verdict: says every so many graded variants how far the grading is."""
+    graded: set[str] = set()
+    every = max(10, variants // 10)
+
+    def progress(result: CheckResult) -> None:
+        # A variant is done at its first failing check, or after its last one.
+        graded.add(result.unit)
+        if len(graded) % every == 0:
+            echo(f"  {len(graded) - 1} of {variants} variants graded ...", flush=True)
+
+    return progress
+
+
+def _caught_by(lab: registry.Lab, outcome: Outcome) -> dict[str, str]:
+    """Each caught variant's unit -> the sentence of the first check it did not pass (or why
+    its notebook could not be read); exits when the solution itself does not pass."""
+    from streamlab.grading.verdict import PASSED
+
+    caught: dict[str, str] = {}
     for result in outcome.results:
         if result.verdict.status != PASSED:
-            failed_units.setdefault(result.lab, result.verdict.message)
-    broken = {unit: message for unit, message in outcome.lab_errors.items() if unit != lab.id}
+            caught.setdefault(result.unit, result.verdict.message)
     solution_failures = {
         r.exercise: r.verdict.message
         for r in outcome.results
-        if r.lab == "solution" and r.verdict.status != PASSED
+        if r.unit == "solution" and r.verdict.status != PASSED
     }
     if solution_failures:
         raise SystemExit(
             f"Lab {lab.id}'s solution fails its own checks ({solution_failures}); "
             "mutation testing needs a solution that passes."
         )
-    rows = []
-    for mutant in made:
-        caught = mutant.unit in failed_units or mutant.unit in broken
-        rows.append(
-            {
-                **{k: v for k, v in asdict(mutant).items() if k != "source"},
-                "caught": caught,
-                "by": failed_units.get(mutant.unit, broken.get(mutant.unit, "")),
-                "original": _line(cells[mutant.cell - 1]["source"], mutant.line),
-            }
-        )
-    return summarise(lab, rows, seconds=time.monotonic() - started)
+    for unit, message in outcome.unit_errors.items():
+        caught.setdefault(unit, message)
+    return caught
 
 
 def _line(source: str, line: int) -> str:
