@@ -393,8 +393,8 @@ class Hub:
     carries its sequence number and the newest sequence number its partition held when the
     batch was planned, as the eventhubs source's systemProperties say. Times are ms after START."""
 
-    def __init__(self, processor_class, timeout_ms: int = 5_000):
-        processor = processor_class(timeout_ms=timeout_ms)
+    def __init__(self, processor_class, timeout_ms: int = 5_000, retire_after_ms: int = 3_600_000):
+        processor = processor_class(timeout_ms=timeout_ms, retire_after_ms=retire_after_ms)
         if not isinstance(processor, StatefulProcessor):
             raise CheckFailed(
                 "The catch-up processor should be a StatefulProcessor.",
@@ -552,13 +552,14 @@ def test_a_quiet_partition_times_out_at_each_deadline(nb):
     expect_equal(
         [hub.state("0"), hub.state("1"), hub.timers("0"), hub.timers("1")],
         [
-            ({"m1": (UNHEALTHY, 10_000), "m2": (UNHEALTHY, 8_000)}, None),
-            ({"m3": (UNHEALTHY, 9_000)}, None),
-            [],
-            [],
+            ({"m1": (UNHEALTHY, 10_000), "m2": (UNHEALTHY, 8_000)}, 3_608_000),
+            ({"m3": (UNHEALTHY, 9_000)}, 3_609_000),
+            [3_608_000],
+            [3_609_000],
         ],
         "Afterwards: each partition's state (machines, recorded timer) and its pending timers. "
-        "Every machine is Unhealthy: nothing can time out, so no timer is left.",
+        "Every machine is Unhealthy: nothing can time out, so the one timer waits for the first "
+        "retirement, last heartbeat + retire_after_ms (3600000 here).",
         hint="Save the machines with the timer rearm() returns, and keep last_heartbeat_ms as it "
         "was: an Unhealthy machine keeps the time of its last heartbeat.",
     )
@@ -643,6 +644,43 @@ def test_a_fleet_gone_silent_times_out_on_its_timers(nb):
         ],
         f"Every machine stopped (m4 after 8 s, the others after 10 s) and no row arrives any "
         f"more: only the partitions' timers can tell. {ROWS}",
+    )
+
+
+@exercise("5.6")
+def test_a_machine_silent_for_retire_after_ms_is_retired(nb):
+    hub = Hub(_timers_under_test(nb), retire_after_ms=30_000)
+    _fleet(hub, ["m1"], 1, 10)
+    _fleet(hub, ["m2"], 1, 4)
+    hub.run(10_000)
+    rows = hub.run(36_000)
+    expect_equal(
+        [rows, hub.state("0"), hub.timers("0")],
+        [
+            [("m1", HEALTHY, UNHEALTHY, 15_000, 15_000)],
+            ({"m1": (UNHEALTHY, 10_000)}, 40_000),
+            [40_000],
+        ],
+        f"Partition 0: m1 sends from 1000 to 10000 ms, m2 from 1000 to 4000 (Unhealthy at 9000), "
+        f"then nothing; timeout 5000, retire_after_ms 30000. Batches without rows every 500 ms "
+        f"from 10500 to 36000: [rows, the state at 36000 (machines, recorded timer), pending "
+        f"timers]. m2 retired at 34000, without a row. {ROWS}",
+        hint="A retirement is a deadline too: what expire() did must be saved even when no row "
+        "comes of it, and the timer goes on to the next retirement.",
+    )
+    rows = hub.run(41_000)
+    expect_equal(
+        [rows, hub.state("0") or ({}, None), hub.timers("0")],
+        [[], ({}, None), []],
+        "The same partition at 41000 ms, after m1's retirement at 40000: [rows, the state "
+        "(machines, recorded timer; no value at all counts as no machine), pending timers].",
+    )
+    hub.extra["0"] = [Hub._row("0", "m2", 45_000, None, None)]
+    expect_equal(
+        hub.batch(45_500),
+        [("m2", None, INITIALIZING, 45_000, 45_500)],
+        f"m2, retired at 34000, sends again at 45000 ms, read at 45500: it starts over as a new "
+        f"machine. {ROWS}",
     )
 
 
@@ -787,6 +825,43 @@ def test_one_value_and_one_timer_per_partition(nb):
         hint="rearm() moves the partition's one timer and returns it: save that. Never at or "
         "before now, but no later than the earliest deadline after it.",
     )
+
+
+@exercise("5.7")
+def test_a_machine_silent_for_retire_after_ms_comes_back_as_a_new_one(nb):
+    expected = [
+        ("m2", None, INITIALIZING, 1_000),
+        ("m2", INITIALIZING, HEALTHY, 2_000),
+        ("m2", HEALTHY, UNHEALTHY, 10_000),
+        ("m2", None, INITIALIZING, 50_000),
+        ("m2", INITIALIZING, HEALTHY, 51_000),
+        ("m2", HEALTHY, UNHEALTHY, 56_000),
+    ]
+    for down in (None, (20_000, 60_000)):
+        hub = Hub(_reader_under_test(nb), retire_after_ms=30_000)
+        _fleet(hub, ["m1"], 1, 70)
+        hub.send("m2", 1_000, 2_000, 3_000, 4_000, 5_000, 50_000, 51_000)
+        rows = hub.run(35_000, down)
+        if down is None:
+            expect_equal(
+                sorted(hub.state("0")[0]),
+                ["m1"],
+                "m1 sends every second; m2 from 1000 to 5000 ms, then nothing until 50000 "
+                "(timeout 5000, retire_after_ms 30000). The machines partition 0's state holds "
+                "after the batch at 35000 ms, m2's retirement.",
+                hint="The partition read up to read_until's answer shows m2 silent past its "
+                "retirement: expire() up to that time retires it.",
+            )
+        rows += hub.run(60_000, down)
+        when = "read live" if down is None else "read in one batch at 60000 after a downtime"
+        expect_equal(
+            _facts(r for r in rows if r[0] == "m2"),
+            expected,
+            f"m2 sends from 1000 to 5000 ms, then at 50000 and 51000, while m1 sends every second "
+            f"(timeout 5000, retire_after_ms 30000), {when}: m2 retires at 35000 and comes back "
+            f"as a new machine. {FACTS}",
+            hint="Before each heartbeat, what was due before it happens first: a retirement too.",
+        )
 
 
 # --- 5.8 · how far a range is known to be read ------------------------------------------------

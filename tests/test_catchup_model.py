@@ -7,7 +7,8 @@ heartbeat), read the same generated micro-batches on two ``TwsTester`` instances
 the same transitions, at the same stamps, in the same order, keep the same machines and set
 the same timers. The batches hold silent and returning machines, machines that start late,
 several heartbeats in one millisecond, duplicates, heartbeats older than a machine's newest,
-downtime, ranges cut short by a read limit and batches without the partition's end.
+downtime, ranges cut short by a read limit and batches without the partition's end, and, with a
+short ``retire_after_ms``, machines retired and machines that come back after it as new ones.
 """
 
 from __future__ import annotations
@@ -26,12 +27,17 @@ from streamlab.tws_batches import pending_timers, spark_batch_by_handler
 
 lab = reference_solution()
 TIMEOUT_MS = 5_000
+RETIRE_MS = 20_000  # short, so that the stories retire machines
 START_MS = 1_767_225_600_000  # 2026-01-01 UTC
 
 
 class ModelProcessor(StatefulProcessor):
     """The catch-up rules without any care for speed: a dict of machines, all scanned for
-    expired deadlines before each heartbeat and at the batch's clock."""
+    expired deadlines and retirements before each heartbeat and at the batch's clock."""
+
+    def __init__(self) -> None:
+        self.retired: set[str] = set()  # every machine ever retired
+        self.returned = 0  # heartbeats that made a retired machine new again
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -44,18 +50,22 @@ class ModelProcessor(StatefulProcessor):
         names, statuses, lasts, timer_ms = value
         return dict(zip(names, zip(statuses, lasts))), timer_ms
 
-    @staticmethod
-    def _expire(machines: dict, clock_ms: int) -> list[tuple]:
+    def _expire(self, machines: dict, clock_ms: int) -> list[tuple]:
         changes = []
         for name, (status, last) in machines.items():
             if status != lab.UNHEALTHY and last + TIMEOUT_MS <= clock_ms:
                 machines[name] = (lab.UNHEALTHY, last)
                 changes.append((last + TIMEOUT_MS, name, lab.UNHEALTHY, status))
+        for name, (status, last) in list(machines.items()):
+            if status == lab.UNHEALTHY and last + RETIRE_MS <= clock_ms:
+                del machines[name]
+                self.retired.add(name)
         return sorted(changes)
 
     def _finish(self, machines: dict, timer_ms: int | None, now: int, changes) -> Iterator[Row]:
         deadlines = [
-            last + TIMEOUT_MS for status, last in machines.values() if status != lab.UNHEALTHY
+            last + (RETIRE_MS if status == lab.UNHEALTHY else TIMEOUT_MS)
+            for status, last in machines.values()
         ]
         wanted = max(min(deadlines), now + 1) if deadlines else None
         if timer_ms is not None and timer_ms != wanted:
@@ -63,9 +73,12 @@ class ModelProcessor(StatefulProcessor):
         if wanted is not None and wanted != timer_ms:
             self.handle.registerTimer(wanted)
         names = sorted(machines)
-        self.state.update(
-            (names, [machines[n][0] for n in names], [machines[n][1] for n in names], wanted)
-        )
+        if names or wanted is not None:
+            self.state.update(
+                (names, [machines[n][0] for n in names], [machines[n][1] for n in names], wanted)
+            )
+        else:
+            self.state.clear()
         for at, name, new, old in changes:
             yield lab.transition_row(name, new, old, at, now)
 
@@ -83,6 +96,7 @@ class ModelProcessor(StatefulProcessor):
             if last is not None and at <= last:
                 continue
             new = lab.INITIALIZING if status is None else lab.HEALTHY
+            self.returned += status is None and name in self.retired
             machines[name] = (new, at)
             if new != status:
                 changes.append((at, name, new, status))
@@ -125,14 +139,19 @@ def _logs(rng: random.Random, partitions: int, machines: int, until_ms: int) -> 
     return {p: sorted(log) for p, log in logs.items()}
 
 
-def _run(seed: int) -> tuple[list, list]:
-    """Drive the lab's processor and the model through one random story; both outputs."""
+def _run(seed: int) -> tuple[list, list, ModelProcessor]:
+    """Drive the lab's processor and the model through one random story; both outputs, and the
+    model."""
     rng = random.Random(seed)
     until = 90_000
     logs = _logs(rng, rng.choice([1, 2, 3]), rng.choice([3, 8, 30]), until)
+    model = ModelProcessor()
     testers = [
-        TwsTester(lab.CatchUpProcessor(timeout_ms=TIMEOUT_MS), timeMode="ProcessingTime"),
-        TwsTester(ModelProcessor(), timeMode="ProcessingTime"),
+        TwsTester(
+            lab.CatchUpProcessor(timeout_ms=TIMEOUT_MS, retire_after_ms=RETIRE_MS),
+            timeMode="ProcessingTime",
+        ),
+        TwsTester(model, timeMode="ProcessingTime"),
     ]
     outputs: list[list] = [[], []]
     read = defaultdict(int)
@@ -182,13 +201,15 @@ def _run(seed: int) -> tuple[list, list]:
             assert timers[0] == timers[1], (
                 f"seed {seed}, at {now} ms, partition {partition}: timers differ"
             )
-    return outputs
+    return *outputs, model
 
 
 def test_the_processor_does_what_the_plain_rules_do():
-    kinds = set()
+    kinds, retired, returned = set(), 0, 0
     for seed in range(40):
-        got, want = _run(seed)
+        got, want, model = _run(seed)
+        retired += len(model.retired)
+        returned += model.returned
         assert got == want, (
             f"seed {seed}: CatchUpProcessor and the plain rules differ; first difference at entry "
             f"{next(i for i, (a, b) in enumerate(zip(got + [None], want + [None])) if a != b)}"
@@ -203,3 +224,4 @@ def test_the_processor_does_what_the_plain_rules_do():
         ("rows", lab.INITIALIZING, lab.UNHEALTHY),
         ("timer", lab.HEALTHY, lab.UNHEALTHY),
     } <= kinds, kinds
+    assert retired and returned, f"{retired} machines retired, {returned} heartbeats back after it"
