@@ -107,11 +107,13 @@ def reference_transitions(
     max_events_per_trigger: int | None = None,
     lab: ModuleType | None = None,
     source_options: dict | None = None,
+    retire_after_hours: float = 24.0,
 ):
     """The reference pipeline as a streaming DataFrame of transition rows.
 
     Columns: ``machine_name, status, previous_status, last_status_change_time, noticed_time``.
     ``source_options`` adds options of the ``eventhubs`` source (``receiveOn``, ``eventsPerTask``).
+    A machine silent for ``retire_after_hours`` is forgotten (lab 05's retirement).
     """
     lab = lab or reference_solution()
     reader = (
@@ -125,7 +127,10 @@ def reference_transitions(
         reader = reader.option("maxEventsPerTrigger", max_events_per_trigger)
     for key, value in (source_options or {}).items():
         reader = reader.option(key, value)
-    processor = lab.CatchUpProcessor(timeout_ms=int(timeout_seconds * 1000))
+    processor = lab.CatchUpProcessor(
+        timeout_ms=int(timeout_seconds * 1000),
+        retire_after_ms=int(retire_after_hours * 3_600_000),
+    )
     return lab.catch_up_changes(lab.parse_heartbeats(reader.load()), processor)
 
 
@@ -210,6 +215,7 @@ def start(
     max_events_per_trigger: int | None = None,
     writer: str = DEFAULT_WRITER,
     lab: ModuleType | None = None,
+    retire_after_hours: float = 24.0,
 ):
     """Start the reference monitor query in ``spark``; return the StreamingQuery."""
     transitions = reference_transitions(
@@ -217,6 +223,7 @@ def start(
         connection_string,
         eventhub=eventhub,
         timeout_seconds=timeout_seconds,
+        retire_after_hours=retire_after_hours,
         lab=lab,
         max_events_per_trigger=max_events_per_trigger,
     )
@@ -414,6 +421,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", required=True)
     parser.add_argument("--eventhub", default="heartbeats")
     parser.add_argument("--timeout-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--retire-after-hours",
+        type=float,
+        default=24.0,
+        help="forget a machine silent this long (longer than --timeout-seconds)",
+    )
     parser.add_argument("--trigger", default=DEFAULT_TRIGGER)
     parser.add_argument(
         "--max-events-per-trigger",
@@ -458,7 +471,14 @@ def _stall_listener(args: argparse.Namespace) -> tuple[AlertListener, queue.Queu
 
 def main(argv: list[str] | None = None) -> int:
     """Run the monitor until SIGTERM or Ctrl-C (the module says how); return the exit code."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.retire_after_hours * 3600 <= args.timeout_seconds:
+        parser.error(
+            f"--retire-after-hours {args.retire_after_hours:g} is not longer than "
+            f"--timeout-seconds {args.timeout_seconds:g}: a machine must be Unhealthy before "
+            "it is forgotten."
+        )
     stop = processes.stop_requested()
     listener, stalls = _stall_listener(args)
     spark, lab = session_and_lab()
@@ -472,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
             args.output,
             eventhub=args.eventhub,
             timeout_seconds=args.timeout_seconds,
+            retire_after_hours=args.retire_after_hours,
             trigger=args.trigger,
             max_events_per_trigger=args.max_events_per_trigger,
             lab=lab,

@@ -512,3 +512,25 @@ def test_a_monitor_whose_hub_does_not_answer_notices_the_stall_and_exits_1(tmp_p
         "monitor: giving up after 1 restart(s) in a row without a completed micro-batch: "
         "exiting with code 1, for a supervisor to act on the sentences above."
     )
+
+
+def test_a_retirement_not_longer_than_the_timeout_is_refused_in_a_sentence(tmp_path):
+    out = subprocess.run(
+        [
+            *command(
+                "Endpoint=sb://127.0.0.1:1/",
+                tmp_path / "checkpoint",
+                tmp_path / "output",
+                "--timeout-seconds",
+                "7200",
+                "--retire-after-hours",
+                "1",
+            )
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2
+    assert "a machine must be Unhealthy before it is forgotten" in out.stderr
+    assert "Traceback" not in out.stderr
