@@ -33,8 +33,7 @@ from streamlab.grading import (
     expect_that,
 )
 from streamlab.grading.stories import HUB_ARROW_SCHEMA, START
-from streamlab.hub import Hub as EmulatedHub
-from streamlab.hub import partition_for_key
+from streamlab.hub import Hub, partition_for_key
 from streamlab.hub_explorer import explore
 
 EVENT_COLUMNS = EVENTHUBS_SCHEMA.fieldNames()
@@ -47,7 +46,7 @@ def body(machine, second, skew=0) -> bytes:
     return json.dumps({"machine_name": machine, "machine_time": sent}).encode()
 
 
-class Hub:
+class HubFiles:
     """Stores events like the hub: partition from the key, sequence numbers per partition."""
 
     def __init__(self):
@@ -155,7 +154,7 @@ def _parsed(nb, events):
 
 @exercise("1.2", timeout=120)
 def test_parse_heartbeats_on_a_batch(nb, spark):
-    hub = Hub()
+    hub = HubFiles()
     # The machine's clock is 30 s slow: event_time must come from the hub, not the body.
     first = hub.send("m1", body("m1", 0, skew=-30), 0)
     second = hub.send("m2", body("m2", 1), 1)
@@ -183,7 +182,7 @@ def test_parse_heartbeats_on_a_batch(nb, spark):
 
 @exercise("1.2", timeout=60)
 def test_parse_heartbeats_on_a_stream(nb, spark, tmp_path, checkpoint_dir):
-    hub = Hub()
+    hub = HubFiles()
     sent = [
         hub.send(machine, body(machine, s), s) for s in range(2) for machine in ("m1", "m2", "m3")
     ]
@@ -275,7 +274,7 @@ def _split(nb, events):
 
 @exercise("1.3", timeout=90)
 def test_each_bad_event_gets_its_reason(nb, spark):
-    hub = Hub()
+    hub = HubFiles()
     for i, (payload, _) in enumerate(BAD):
         hub.send("bad", payload, i, partition=0)  # sequence number i identifies the event
     hub.send("m1", body("m1", 20), 20)
@@ -312,7 +311,7 @@ def test_each_bad_event_gets_its_reason(nb, spark):
 
 @exercise("1.3", timeout=90)
 def test_quarantine_keeps_the_event_as_it_came(nb, spark):
-    hub = Hub()
+    hub = HubFiles()
     hub.send("m7", b"oops", 3)
     _, quarantine = _split(nb, hub.batch(spark))
     rows = quarantine.collect()
@@ -330,7 +329,7 @@ def test_quarantine_keeps_the_event_as_it_came(nb, spark):
 
 @exercise("1.3", timeout=90)
 def test_a_stream_with_bad_events_keeps_running(nb, spark, tmp_path):
-    hub = Hub()
+    hub = HubFiles()
     for s in range(3):
         hub.send("m1", body("m1", s), s)
         hub.send("m2", BAD[s * 3][0], s)
@@ -373,7 +372,7 @@ def _spread(nb, events) -> dict:
 
 @exercise("1.4", timeout=90)
 def test_each_key_lands_on_one_partition(nb, spark):
-    hub = Hub()
+    hub = HubFiles()
     for s in range(4):
         for machine in ("Producer 1", "Producer 2", "Producer 3", "Producer 4"):
             hub.send(machine, body(machine, s), s)
@@ -389,7 +388,7 @@ def test_each_key_lands_on_one_partition(nb, spark):
 
 @exercise("1.4", timeout=90)
 def test_a_key_on_several_partitions_shows_them_all(nb, spark):
-    hub = Hub()
+    hub = HubFiles()
     for s, partition in enumerate(["3", "1", "3", "0"]):  # no key guarantee: spread around
         hub.send("rogue", body("rogue", s), s, partition=partition)
     got = _spread(nb, hub.batch(spark))
@@ -486,7 +485,7 @@ def test_restart_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
     keys = ["batchId", "endOffset", "numInputRows", "startOffset"]
     predicted = expect_keys(nb.RESTART, "RESTART", keys)
     logging.getLogger("azure").setLevel(logging.ERROR)
-    with EmulatedHub(data_dir=tmp_path / "hub", eventhubs={"heartbeats": 2}) as hub:
+    with Hub(data_dir=tmp_path / "hub", eventhubs={"heartbeats": 2}) as hub:
         _send_to(hub.connection_string, "0", 3)
         _send_to(hub.connection_string, "1", 2)
         _read_all(spark, hub.connection_string, checkpoint_dir)
@@ -521,7 +520,7 @@ def test_restart_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
 def _landing_on_a_fresh_hub(rounds) -> dict:
     """Send the rounds as the notebook does; what the hub stored, machine by machine."""
     logging.getLogger("azure").setLevel(logging.ERROR)
-    with EmulatedHub(eventhubs={"heartbeats": PARTITIONS}) as hub:
+    with Hub(eventhubs={"heartbeats": PARTITIONS}) as hub:
         with EventHubProducerClient.from_connection_string(
             hub.connection_string, eventhub_name="heartbeats"
         ) as producer:

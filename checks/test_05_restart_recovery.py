@@ -42,6 +42,7 @@ from streamlab.grading import (
 )
 from streamlab.grading.facts import spark_facts
 from streamlab.grading.heartbeat_checks import ReferenceHeartbeatProcessor, handler_must_yield
+from streamlab.grading.stories import START, is_not_done
 from streamlab.grading.verdict import query_cause
 from streamlab.monitor import batch_writer
 from streamlab.solutions import load_solution
@@ -57,7 +58,6 @@ PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 START_MS = round(START.timestamp() * 1000)
 
 
@@ -387,7 +387,7 @@ ROWS = (
 FACTS = "Changes as (machine, previous_status, status, changed at ms), ms after the start."
 
 
-class Hub:
+class PartitionLogs:
     """Event hub partitions as logs, read in micro-batches by a catch-up processor on a
     TwsTester, in Spark's order: every partition's rows, then the timers that are due. Each row
     carries its sequence number and the newest sequence number its partition held when the
@@ -500,7 +500,7 @@ class Hub:
         return machines, None if timer is None else timer - START_MS
 
 
-def _fleet(hub: Hub, machines, first_s: int, last_s: int, skip=()) -> None:
+def _fleet(hub: PartitionLogs, machines, first_s: int, last_s: int, skip=()) -> None:
     """One heartbeat a second from each machine, ``skip`` seconds left out."""
     for machine in machines:
         hub.send(machine, *[s * 1000 for s in range(first_s, last_s + 1) if s not in skip])
@@ -509,7 +509,7 @@ def _fleet(hub: Hub, machines, first_s: int, last_s: int, skip=()) -> None:
 def _story(processor_class, down=None, limit=None) -> list[tuple]:
     """m1, m3, m4 send all along; m2 stops after 11 s; m5 starts at 12 s; m6 sends once, at 20 s;
     m4 pauses from 31 s to 49 s."""
-    hub = Hub(processor_class)
+    hub = PartitionLogs(processor_class)
     _fleet(hub, ["m1", "m3"], 1, 200)
     _fleet(hub, ["m4"], 1, 200, skip=range(31, 50))
     _fleet(hub, ["m2"], 1, 11)
@@ -534,7 +534,7 @@ STORY = [
 
 @exercise("5.6")
 def test_a_quiet_partition_times_out_at_each_deadline(nb):
-    hub = Hub(_timers_under_test(nb))
+    hub = PartitionLogs(_timers_under_test(nb))
     hub.seed("0", {"m1": (HEALTHY, 10_000), "m2": (HEALTHY, 8_000)}, 13_000)
     hub.seed("1", {"m3": (INITIALIZING, 9_000)}, 14_000)
     rows = hub.run(20_000, every_ms=500)
@@ -567,7 +567,7 @@ def test_a_quiet_partition_times_out_at_each_deadline(nb):
 
 @exercise("5.6")
 def test_one_timer_moves_to_the_next_deadline(nb):
-    hub = Hub(_timers_under_test(nb))
+    hub = PartitionLogs(_timers_under_test(nb))
     hub.seed(
         "0", {"m1": (HEALTHY, 10_000), "m2": (HEALTHY, 10_001), "m6": (UNHEALTHY, 2_000)}, 15_000
     )
@@ -591,7 +591,7 @@ def test_one_timer_moves_to_the_next_deadline(nb):
 
 @exercise("5.6")
 def test_changes_come_in_deadline_order(nb):
-    hub = Hub(_timers_under_test(nb))
+    hub = PartitionLogs(_timers_under_test(nb))
     hub.seed(
         "0", {"m1": (HEALTHY, 10_000), "m2": (INITIALIZING, 8_000), "m6": (HEALTHY, 9_000)}, 13_000
     )
@@ -609,11 +609,14 @@ def test_changes_come_in_deadline_order(nb):
 
 @exercise("5.6")
 def test_a_leftover_timer_changes_nothing(nb):
-    hub = Hub(_timers_under_test(nb))
+    hub = PartitionLogs(_timers_under_test(nb))
     hub.seed("0", {"m1": (HEALTHY, 10_000), "m2": (HEALTHY, 10_000)}, 15_000)
     register_timer(hub.tester, "0", START_MS + 12_000)  # not the timer the state records
     # The partition's rows of the batch at 20000: a range cut short, read up to 11000 only.
-    hub.extra["0"] = [Hub._row("0", "m1", 11_000, 5, 9), Hub._row("0", "m2", 11_000, 6, 9)]
+    hub.extra["0"] = [
+        PartitionLogs._row("0", "m1", 11_000, 5, 9),
+        PartitionLogs._row("0", "m2", 11_000, 6, 9),
+    ]
     rows = hub.batch(20_000)
     expect_equal(
         [rows, hub.timers("0"), hub.state("0")],
@@ -630,7 +633,7 @@ def test_a_leftover_timer_changes_nothing(nb):
 
 @exercise("5.6")
 def test_a_fleet_gone_silent_times_out_on_its_timers(nb):
-    hub = Hub(_timers_under_test(nb))
+    hub = PartitionLogs(_timers_under_test(nb))
     _fleet(hub, ["m1", "m2", "m3"], 1, 10)
     _fleet(hub, ["m4"], 1, 8)
     rows = [r for r in hub.run(30_000) if r[2] == UNHEALTHY]
@@ -649,7 +652,7 @@ def test_a_fleet_gone_silent_times_out_on_its_timers(nb):
 
 @exercise("5.6")
 def test_a_machine_silent_for_retire_after_ms_is_retired(nb):
-    hub = Hub(_timers_under_test(nb), retire_after_ms=30_000)
+    hub = PartitionLogs(_timers_under_test(nb), retire_after_ms=30_000)
     _fleet(hub, ["m1"], 1, 10)
     _fleet(hub, ["m2"], 1, 4)
     hub.run(10_000)
@@ -675,7 +678,7 @@ def test_a_machine_silent_for_retire_after_ms_is_retired(nb):
         "The same partition at 41000 ms, after m1's retirement at 40000: [rows, the state "
         "(machines, recorded timer; no value at all counts as no machine), pending timers].",
     )
-    hub.extra["0"] = [Hub._row("0", "m2", 45_000, None, None)]
+    hub.extra["0"] = [PartitionLogs._row("0", "m2", 45_000, None, None)]
     expect_equal(
         hub.batch(45_500),
         [("m2", None, INITIALIZING, 45_000, 45_500)],
@@ -693,7 +696,7 @@ def _reader_story(nb, down=None) -> list[tuple]:
 
 @exercise("5.7")
 def test_steady_traffic_is_initializing_then_healthy(nb):
-    hub = Hub(_reader_under_test(nb))
+    hub = PartitionLogs(_reader_under_test(nb))
     _fleet(hub, ["m1", "m2", "m3", "m4", "m5"], 1, 30)
     expect_equal(
         sorted(hub.run(30_000), key=_by_time),
@@ -708,7 +711,7 @@ def test_steady_traffic_is_initializing_then_healthy(nb):
 
 @exercise("5.7")
 def test_a_silent_machine_is_unhealthy_at_its_deadline_and_healthy_when_back(nb):
-    hub = Hub(_reader_under_test(nb))
+    hub = PartitionLogs(_reader_under_test(nb))
     _fleet(hub, ["m1"], 1, 40)
     _fleet(hub, ["m2"], 1, 40, skip=range(11, 20))
     rows = [r for r in hub.run(40_000) if r[0] == "m2" and r[1] is not None]
@@ -760,7 +763,7 @@ def test_downtime_is_not_silence(nb, down_ms):
 
 @exercise("5.7")
 def test_a_heartbeat_at_the_deadline_is_in_time(nb):
-    hub = Hub(_reader_under_test(nb))
+    hub = PartitionLogs(_reader_under_test(nb))
     hub.send("m1", 1_000, 2_000, 7_000, 12_000, 17_001)
     rows = hub.run(25_000, down=(2_500, 24_000))
     expect_equal(
@@ -780,18 +783,18 @@ def test_a_heartbeat_at_the_deadline_is_in_time(nb):
 
 @exercise("5.7")
 def test_late_and_duplicate_heartbeats_change_nothing(nb):
-    plain = Hub(_reader_under_test(nb))
+    plain = PartitionLogs(_reader_under_test(nb))
     _fleet(plain, ["m1", "m2"], 1, 20)
     expected = plain.run(20_000)
-    hub = Hub(_reader_under_test(nb))
+    hub = PartitionLogs(_reader_under_test(nb))
     _fleet(hub, ["m1", "m2"], 1, 20)
     out = hub.run(6_000)
-    again = Hub._row("0", "m1", 5_000, 9, 9)  # a heartbeat delivered twice
-    old = Hub._row("0", "m2", 1_500, None, None)  # one from before the machine's newest
+    again = PartitionLogs._row("0", "m1", 5_000, 9, 9)  # a heartbeat delivered twice
+    old = PartitionLogs._row("0", "m2", 1_500, None, None)  # one from before the machine's newest
     hub.extra["0"] = [again, old]
     out += hub.run(27_000)
     # m2 is Unhealthy since 25000; its last heartbeat, at 20000, delivered once more.
-    hub.extra["0"] = [Hub._row("0", "m2", 20_000, 40, 40)]
+    hub.extra["0"] = [PartitionLogs._row("0", "m2", 20_000, 40, 40)]
     out += hub.run(28_000)
     expected += plain.run(28_000)
     expect_equal(
@@ -806,7 +809,7 @@ def test_late_and_duplicate_heartbeats_change_nothing(nb):
 
 @exercise("5.7")
 def test_one_value_and_one_timer_per_partition(nb):
-    hub = Hub(_reader_under_test(nb))
+    hub = PartitionLogs(_reader_under_test(nb))
     _fleet(hub, ["m1", "m2", "m3", "m4", "m5"], 1, 30)
     _fleet(hub, ["m6"], 1, 3)
     hub.send("m6", 25_001)
@@ -838,7 +841,7 @@ def test_a_machine_silent_for_retire_after_ms_comes_back_as_a_new_one(nb):
         ("m2", HEALTHY, UNHEALTHY, 56_000),
     ]
     for down in (None, (20_000, 60_000)):
-        hub = Hub(_reader_under_test(nb), retire_after_ms=30_000)
+        hub = PartitionLogs(_reader_under_test(nb), retire_after_ms=30_000)
         _fleet(hub, ["m1"], 1, 70)
         hub.send("m2", 1_000, 2_000, 3_000, 4_000, 5_000, 50_000, 51_000)
         rows = hub.run(35_000, down)
@@ -873,7 +876,7 @@ def _until(nb, rows: list, now_s: float) -> float:
 
 
 def _r(second: float, sequence, end, machine: str = "m1") -> Row:
-    return Hub._row("0", machine, round(second * 1000), sequence, end)
+    return PartitionLogs._row("0", machine, round(second * 1000), sequence, end)
 
 
 @exercise("5.8")
@@ -1470,7 +1473,7 @@ def test_catch_up_on_spark_over_a_skewed_backlog(nb, spark, tmp_path):
             )
         _run_to_parquet(spark, changes(max_files=1), checkpoint, output)
     except Exception as error:
-        if "is not done yet" in str(error):
+        if is_not_done(error):
             raise
         raise CheckFailed(
             "The catch-up query failed.",
