@@ -30,7 +30,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamlab.deliveries import feed, read_deliveries, run_deliveries, write_deliveries
-from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal
+from streamlab.grading import (
+    CheckFailed,
+    exercise,
+    expect_dataframe,
+    expect_equal,
+    expect_keys,
+    expect_that,
+)
 from streamlab.grading.stories import START, is_not_done
 from streamlab.grading.verdict import query_cause
 
@@ -480,31 +487,24 @@ def found_report(nb, changes: DataFrame, windows: DataFrame) -> DataFrame:
 
 
 def _diagnosis(answer) -> dict:
-    keys = sorted([*INPUTS, "watermarked"])
-    if not isinstance(answer, dict):
-        raise CheckFailed(
-            "DIAGNOSIS should be a dict with the keys 'changes', 'windows' and 'watermarked'; "
-            f"it is a {type(answer).__name__}."
-        )
-    if sorted(map(str, answer)) != keys:
-        raise CheckFailed(
-            "DIAGNOSIS should have exactly the keys 'changes', 'windows' and 'watermarked'; it "
-            f"has {', '.join(sorted(map(repr, answer))) or 'none'}."
-        )
+    expect_keys(answer, "DIAGNOSIS", sorted([*INPUTS, "watermarked"]))
     for name in INPUTS:
-        if answer[name] not in (GROWS, BOUNDED):
-            raise CheckFailed(
-                f"DIAGNOSIS[{name!r}] should be GROWS or BOUNDED (the strings {GROWS!r} and "
-                f"{BOUNDED!r}); it is {answer[name]!r}."
-            )
+        expect_that(
+            answer[name] in (GROWS, BOUNDED),
+            f"DIAGNOSIS[{name!r}] should be GROWS or BOUNDED (the strings {GROWS!r} and "
+            f"{BOUNDED!r}).",
+            expected=f"{GROWS!r} or {BOUNDED!r}",
+            actual=answer[name],
+        )
     inputs = answer["watermarked"]
     if isinstance(inputs, str):
         inputs = [inputs]
-    if not isinstance(inputs, list | tuple | set) or not set(inputs) <= set(INPUTS):
-        raise CheckFailed(
-            "DIAGNOSIS['watermarked'] should be a list of the inputs that carry a watermark, "
-            f"'changes', 'windows', both or neither; it is {answer['watermarked']!r}."
-        )
+    expect_that(
+        isinstance(inputs, list | tuple | set) and set(inputs) <= set(INPUTS),
+        "DIAGNOSIS['watermarked'] should be a list of the inputs that carry a watermark.",
+        expected="a list of 'changes', 'windows', both or neither",
+        actual=answer["watermarked"],
+    )
     return {**{name: answer[name] for name in INPUTS}, "watermarked": sorted(set(inputs))}
 
 
