@@ -58,6 +58,8 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
 START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 START_MS = round(START.timestamp() * 1000)
+#: Lab 05's default retire_after_ms: an Unhealthy machine silent that long leaves the state.
+DAY_MS = 24 * 3_600_000
 ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 LAB05 = load_solution("05")
@@ -479,10 +481,11 @@ def test_map_table_emits_what_lab_05_emits(nb):
     )
     expect_equal(
         tester.peekValueState("timer", "1"),
-        None,
-        "Every machine of partition 1 is Unhealthy: no timer is pending, so `timer` holds no "
-        "value.",
-        hint="When the timer becomes None, clear the value state.",
+        (START_MS + 4_000 + DAY_MS,),
+        "Every machine of partition 1 is Unhealthy: its `timer` is their retirement, 4 s + "
+        "retire_after_ms (a day, the default).",
+        hint="Build the Machines as lab 05's load does, with the processor's retire_after_ms: "
+        "an Unhealthy machine's deadline is its retirement.",
     )
     expect_equal(
         tester.peekValueState("timer", "0"),
@@ -535,6 +538,53 @@ def test_map_table_after_a_downtime(nb):
         "Three machines send from 1 s to 4 s; after a downtime, the batch at 60 s holds "
         "heartbeats of m1 and m2 at 30 s. Each batch's transitions, as lab 05's processor emits "
         "them:",
+    )
+
+
+def _retirement_story():
+    """m1 and m2 in partition 0, m3 in partition 1, send from 1 s to 3 s and turn Unhealthy at
+    8 s. A day later m1 sends again (Unhealthy -> Healthy); at 1 day + 3 s m2 and m3 retire, m2
+    with a heartbeat of m1 in its partition's batch, m3 by its partition's timer."""
+    day_s = DAY_MS // 1000
+    story = [
+        (START_MS + s * 1000 + 500, {"0": _fleet(["m1", "m2"], s), "1": _fleet(["m3"], s, "1")})
+        for s in (1, 2, 3)
+    ]
+    story += [(START_MS + 10_500, {})]
+    story += [(START_MS + DAY_MS + 500, {"0": _fleet(["m1"], day_s)})]
+    story += [(START_MS + DAY_MS + 3_500, {"0": _fleet(["m1"], day_s + 3)})]
+    return story
+
+
+@exercise("10.4", hint="A machine that expire retired is in what load read, not in machines.")
+def test_map_table_forgets_retired_machines(nb):
+    story = _retirement_story()
+    come_back = (START_MS + DAY_MS + 5_500, {"0": _fleet(["m2"], DAY_MS // 1000 + 5)})
+    _, _, expected = _story(LAB05.CatchUpProcessor(timeout_ms=5_000), story + [come_back])
+    tester, meter, got = _story(_map_processor(nb), story)
+    retiring = meter.take()
+    expect_equal(
+        {p: tester.peekMapState("machines", p) for p in HUB_PARTITIONS},
+        {"0": {("m1",): (HEALTHY, START_MS + DAY_MS + 3_000)}, "1": {}},
+        "m1 and m2 (partition 0) and m3 (partition 1) send from 1 s to 3 s; a day later only m1 "
+        "sends again. After the batch at 1 day + 3.5 s, m2 and m3 have been silent for "
+        "retire_after_ms (a day) and are retired: the map state `machines` per partition.",
+        hint="Remove the entry of every machine that load read and that is no longer in "
+        "`machines`, so that the map holds exactly the partition's machines.",
+    )
+    expect_equal(
+        (tester.peekValueState("timer", "1"), retiring.get("removeKey", 0)),
+        (None, 2),
+        "Partition 1 has no machine left: its `timer` value, and the removeKey calls of the "
+        "story (one per machine retired).",
+        hint="When the timer becomes None, clear the value state.",
+    )
+    got.append(_spark_batch(tester, *come_back))
+    expect_equal(
+        [_facts(b) for b in got],
+        [_facts(b) for b in expected],
+        "The same story, then m2 sends again at 1 day + 5 s (a retired machine comes back as a "
+        "new one). Each batch's transitions, as lab 05's processor emits them:",
     )
 
 
@@ -797,11 +847,13 @@ def test_migration_timer_is_never_in_the_past(nb):
     tester = _migrated(nb, 100, rows)
     expect_equal(
         {"0": _timers(tester, "0"), "1": _timers(tester, "1")},
-        {"0": [100_001], "1": []},
+        {"0": [100_001], "1": [40_000 + DAY_MS]},
         "Migrated at 100 s: `late` (Healthy, last heartbeat 90 s) is past its deadline (95 s), "
-        "`gone` and `dead` are Unhealthy. The pending timers per partition, ms after START:",
+        "`gone` (50 s) and `dead` (40 s) are Unhealthy and retire retire_after_ms (a day, the "
+        "default) after their last heartbeat. The pending timers per partition, ms after START:",
         hint="A deadline already passed gets a timer just after now (now + 1); a partition whose "
-        "machines are all Unhealthy needs none.",
+        "machines are all Unhealthy waits for its first retirement (last heartbeat + "
+        "retire_after_ms).",
     )
     out = _spark_batch(tester, START_MS + 100_500, {})
     expect_equal(
@@ -850,8 +902,10 @@ class _ExtraField(LAB05.CatchUpProcessor):
     def load(self):
         value = self.partition.get()
         if value is None:
-            return LAB05.Machines(self.timeout_ms), None
-        return LAB05.Machines(self.timeout_ms, *value[:3]), value[3]
+            return LAB05.Machines(self.timeout_ms, retire_after_ms=self.retire_after_ms), None
+        return LAB05.Machines(
+            self.timeout_ms, *value[:3], retire_after_ms=self.retire_after_ms
+        ), value[3]
 
     def save(self, machines, timer_ms):
         statuses, lasts = zip(*machines.values()) if machines else ((), ())
