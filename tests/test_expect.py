@@ -19,6 +19,16 @@ def test_equal_values_pass_and_different_ones_say_both():
     assert failed.value.actual == "[('m1', 'Healthy')]"
 
 
+def test_none_from_the_learner_s_code_is_shown_as_none():
+    with pytest.raises(CheckFailed) as failed:
+        expect_equal(None, 86_440_000, "The partition's timer.")
+    assert (failed.value.expected, failed.value.actual) == ("86440000", "None")
+    with pytest.raises(CheckFailed) as expected_none:
+        expect_equal(5, None, "No timer.")
+    assert (expected_none.value.expected, expected_none.value.actual) == ("None", "5")
+    assert CheckFailed("A sentence alone.").actual == ""  # nothing given, nothing shown
+
+
 def test_the_verdict_keeps_the_whole_comparison_and_the_checks_hint():
     rows = [("Producer 1", "Healthy", "Initializing", 1_000 * n) for n in range(40)]
     error = CheckFailed(

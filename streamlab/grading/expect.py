@@ -26,6 +26,10 @@ from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
 from typing import Any
 
+#: What a :class:`CheckFailed` was not given: no expected or no actual value to show (``None``
+#: is a value a learner's code can give, and is shown).
+NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda self: "NOT_GIVEN"})()
+
 
 class CheckFailed(AssertionError):
     """A check's verdict: a sentence, what it expected, what the code did, and a hint."""
@@ -34,16 +38,16 @@ class CheckFailed(AssertionError):
         self,
         message: str,
         *,
-        expected: Any = None,
-        actual: Any = None,
+        expected: Any = NOT_GIVEN,
+        actual: Any = NOT_GIVEN,
         hint: str = "",
         show: Callable[[Any], str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         shown = show or describe
-        self.expected = "" if expected is None else shown(expected)
-        self.actual = "" if actual is None else shown(actual)
+        self.expected = "" if expected is NOT_GIVEN else shown(expected)
+        self.actual = "" if actual is NOT_GIVEN else shown(actual)
         self.hint = hint
         self.diff = ""
         if _listlike(expected, actual):
