@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,11 +48,24 @@ def deliver(folder: str | Path, rows: Sequence[dict]) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     number = sum(1 for p in folder.iterdir() if p.suffix == ".json")
-    hidden = folder / f".delivery-{number:04d}.tmp"  # Spark ignores names starting with a dot
+    return deliver_file(folder, f"delivery-{number:04d}", rows, order=number)
+
+
+def deliver_file(
+    folder: str | Path, name: str, rows: Iterable[dict], order: int | None = 0
+) -> Path:
+    """``rows`` as ``folder/name.json``, one JSON object a line, written under a hidden name and
+    renamed, so that Spark never reads it half written. ``order`` (0, 1, ...) sets the file's
+    modification time, which is the order the file source takes new files in; ``None`` leaves
+    the time of writing."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    hidden = folder / f".{name}.tmp"  # Spark ignores names starting with a dot
     hidden.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    stamp = _FIRST_MTIME + number
-    os.utime(hidden, (stamp, stamp))
-    path = folder / f"delivery-{number:04d}.json"
+    if order is not None:
+        stamp = _FIRST_MTIME + order
+        os.utime(hidden, (stamp, stamp))
+    path = folder / f"{name}.json"
     os.replace(hidden, path)
     return path
 

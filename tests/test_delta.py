@@ -20,6 +20,7 @@ import pytest
 from deltalake import DeltaTable
 
 from streamlab.deadlines import finish
+from streamlab.deliveries import deliver_file
 from streamlab.delta import DeltaSchemaMismatch, delta_writer, fan_out, read_table
 
 DDL = "reading LONG, device STRING"
@@ -27,16 +28,8 @@ DDL = "reading LONG, device STRING"
 
 def deliver(folder: Path, name: str, first: int, count: int, order: int) -> None:
     """A JSON file of readings ``first .. first+count-1``; ``order`` fixes when the source sees it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    hidden = folder / f".{name}.tmp"
-    hidden.write_text(
-        "".join(
-            json.dumps({"reading": n, "device": f"d{n % 3}"}) + "\n"
-            for n in range(first, first + count)
-        )
-    )
-    os.utime(hidden, (1_700_000_000 + order,) * 2)
-    os.replace(hidden, folder / f"{name}.json")
+    rows = [{"reading": n, "device": f"d{n % 3}"} for n in range(first, first + count)]
+    deliver_file(folder, name, rows, order=order)
 
 
 def readings(table: Path, version: int | None = None) -> list[int]:

@@ -1,8 +1,8 @@
 """What the labs' checks build their stories from, written once.
 
 - :data:`START`: the moment every check's story starts (event times are seconds after it).
-- :func:`deliver_file`: one named JSON-lines file for a file-source story, complete when Spark
-  can first see it, in an order the file source keeps.
+- :func:`deliver_file` (from :mod:`streamlab.deliveries`): one named JSON-lines file for a
+  file-source story, complete when Spark can first see it, in an order the file source keeps.
 - :data:`HUB_ARROW_SCHEMA`, :data:`HUB_SYSTEM_ARROW_SCHEMA`: the ``eventhubs`` source's row
   schema (:data:`streamlab.eventhubs.SCHEMA`) as Arrow, for parquet files that stand in for an
   event hub, without and with ``systemProperties``.
@@ -12,21 +12,23 @@
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Iterable
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pyarrow as pa
 
+from streamlab.deliveries import deliver_file
 from streamlab.tooling.notebooks import NOT_DONE
+
+__all__ = [
+    "HUB_ARROW_SCHEMA",
+    "HUB_SYSTEM_ARROW_SCHEMA",
+    "START",
+    "deliver_file",
+    "is_not_done",
+]
 
 #: When every check's story starts.
 START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
-
-#: Modification time of a delivered file of order 0: the file source reads older files first.
-_FIRST_MTIME = 1_700_000_000
 
 #: The eventhubs source's rows as Arrow (``streamlab.eventhubs.SCHEMA``).
 HUB_ARROW_SCHEMA = pa.schema(
@@ -45,22 +47,6 @@ HUB_ARROW_SCHEMA = pa.schema(
 HUB_SYSTEM_ARROW_SCHEMA = HUB_ARROW_SCHEMA.append(
     pa.field("systemProperties", pa.map_(pa.string(), pa.string()))
 )
-
-
-def deliver_file(folder: Path, name: str, rows: Iterable[dict], order: int | None = 0) -> Path:
-    """``rows`` as ``folder/name.json``, one JSON object a line, written under a hidden name and
-    renamed, so that Spark never reads it half written. ``order`` (0, 1, ...) sets the file's
-    modification time, which is the order the file source takes new files in; ``None`` leaves
-    the time of writing."""
-    folder.mkdir(parents=True, exist_ok=True)
-    hidden = folder / f".{name}.tmp"  # Spark ignores names starting with a dot
-    hidden.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    if order is not None:
-        stamp = _FIRST_MTIME + order
-        os.utime(hidden, (stamp, stamp))
-    path = folder / f"{name}.json"
-    os.replace(hidden, path)
-    return path
 
 
 _NOT_DONE_TAIL = NOT_DONE.split("{id}")[1].strip()  # "is not done yet"
