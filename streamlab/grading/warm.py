@@ -545,8 +545,9 @@ def _module_files() -> dict[str, tuple[int, int] | None]:
 
 def _warm_up() -> None:
     """Import what checks import, start the checks' Spark session, and run what every
-    grading's first queries pay for once: a batch job, a Python UDF, and a stateful streaming
-    query on the RocksDB state store."""
+    grading's first queries pay for once: a batch job, a Python UDF, a stateful streaming
+    query on the RocksDB state store, and a ``transformWithState`` query (its Python state
+    server, timers and the parquet sink), the operator most checks run."""
     import nbformat  # noqa: F401
     import pandas  # noqa: F401
     import pyarrow  # noqa: F401
@@ -556,7 +557,6 @@ def _warm_up() -> None:
     import streamlab.grading.child
     import streamlab.grading.heartbeat_checks
     import streamlab.grading.plugin  # noqa: F401
-    from streamlab.deadlines import finish
     from streamlab.session import CHECKS_SESSION, spark_session
 
     # The session the checks' ``spark`` fixture asks for (streamlab.spark_fixtures).
@@ -566,23 +566,48 @@ def _warm_up() -> None:
     spark.range(8).groupBy((F.col("id") % 2).alias("k")).count().collect()
     spark.range(4).select(F.udf(lambda x: x + 1, "long")("id")).collect()
     with tempfile.TemporaryDirectory(prefix="streamlab-warm-") as scratch:
-        source = Path(scratch, "in")
-        source.mkdir()
-        (source / "0.json").write_text('{"k": "a"}\n{"k": "b"}\n')
-        query = (
-            spark.readStream.schema("k string")
-            .json(str(source))
-            .groupBy("k")
-            .count()
-            .writeStream.format("memory")
-            .queryName("streamlab_warm_up")
-            .outputMode("update")
-            .option("checkpointLocation", str(Path(scratch, "checkpoint")))
-            .trigger(availableNow=True)
-            .start()
-        )
-        finish(query, within=120, what="the warm grading child's first stateful query")
-        spark.catalog.dropTempView("streamlab_warm_up")
+        _first_streaming_queries(spark, Path(scratch))
+
+
+def _first_streaming_queries(spark, scratch: Path) -> None:
+    """A streaming count into a memory table, then a ``transformWithState`` query with a
+    processing-time timer into parquet files, each run to the end of two files."""
+    from streamlab.deadlines import finish
+    from streamlab.deliveries import NO_DATA_BATCHES
+    from streamlab.grading.warm_processor import WarmUpProcessor
+
+    source = scratch / "in"
+    source.mkdir()
+    (source / "0.json").write_text('{"k": "a"}\n{"k": "b"}\n')
+    (source / "1.json").write_text('{"k": "a"}\n')
+    keys = spark.readStream.schema("k string").option("maxFilesPerTrigger", 1).json(str(source))
+    counts = (
+        keys.groupBy("k")
+        .count()
+        .writeStream.format("memory")
+        .queryName("streamlab_warm_up")
+        .outputMode("update")
+    )
+    statuses = (
+        keys.groupBy("k")
+        .transformWithState(WarmUpProcessor(), "k string, n long", "Append", "ProcessingTime")
+        .writeStream.format("parquet")
+        .option("path", str(scratch / "statuses"))
+    )
+    for name, writer, what in (
+        ("counts", counts, "the warm grading child's first stateful query"),
+        ("statuses", statuses, "the warm grading child's first transformWithState query"),
+    ):
+        # Without no-data batches, a query with processing-time timers ends with its input.
+        spark.conf.set(NO_DATA_BATCHES, "false")
+        try:
+            writer = writer.option("checkpointLocation", str(scratch / f"{name}-checkpoint"))
+            query = writer.trigger(availableNow=True).start()
+        finally:
+            spark.conf.unset(NO_DATA_BATCHES)
+        finish(query, within=120, what=what)
+    spark.catalog.dropTempView("streamlab_warm_up")
+    spark.read.parquet(str(scratch / "statuses")).collect()
 
 
 def main(argv: list[str]) -> int:
