@@ -12,6 +12,7 @@ from pathlib import Path
 
 from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys
+from streamlab.grading.facts import spark_facts
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
@@ -262,7 +263,9 @@ def test_crash_prediction_matches_spark(nb, spark, tmp_path):
         ["reports", "rows_in_output"],
         hint="'reports' is a list of summaries and 'rows_in_output' an int.",
     )
-    spark_says = _crash_in_spark(spark, tmp_path)
+    spark_says = spark_facts(
+        "0.3 the crash", lambda: _crash_in_spark(spark, tmp_path), check=__file__
+    )
     answer = {"reports": list(predicted["reports"]), "rows_in_output": predicted["rows_in_output"]}
     hint = ""
     if answer["reports"][:1] != spark_says["reports"][:1]:

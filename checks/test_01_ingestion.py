@@ -32,6 +32,7 @@ from streamlab.grading import (
     expect_keys,
     expect_that,
 )
+from streamlab.grading.facts import spark_facts
 from streamlab.grading.stories import HUB_ARROW_SCHEMA, START
 from streamlab.hub import Hub, partition_for_key
 from streamlab.hub_explorer import explore
@@ -425,7 +426,12 @@ def test_parse_prediction_matches_spark(nb, spark):
             f"per body of ODD_BODIES; it is {predicted!r}."
         )
     answer = [tuple(pair) for pair in predicted]
-    spark_says = _parsed_by_spark(spark, list(bodies))
+    spark_says = spark_facts(
+        "1.1 parsed",
+        lambda: _parsed_by_spark(spark, list(bodies)),
+        check=__file__,
+        given=list(bodies),
+    )
     wrong = [i for i, (a, b) in enumerate(zip(answer, spark_says)) if a != b]
     hint = ""
     if any(bodies[i].startswith(b"{") and answer[i][1] is None for i in wrong):
@@ -480,10 +486,8 @@ def _offsets(text):
     return json.loads(text) if isinstance(text, str) else text
 
 
-@exercise("1.5", timeout=240)
-def test_restart_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
-    keys = ["batchId", "endOffset", "numInputRows", "startOffset"]
-    predicted = expect_keys(nb.RESTART, "RESTART", keys)
+def _restart_in_spark(spark, tmp_path: Path, checkpoint_dir: str) -> dict:
+    """Two runs over a hub of two partitions: the second run's progress report."""
     logging.getLogger("azure").setLevel(logging.ERROR)
     with Hub(data_dir=tmp_path / "hub", eventhubs={"heartbeats": 2}) as hub:
         _send_to(hub.connection_string, "0", 3)
@@ -492,12 +496,23 @@ def test_restart_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
         _send_to(hub.connection_string, "1", 4)
         [report] = _read_all(spark, hub.connection_string, checkpoint_dir)
     source = report["sources"][0]
-    spark_says = {
+    return {
         "batchId": report["batchId"],
         "endOffset": _offsets(source["endOffset"]),
         "numInputRows": report["numInputRows"],
         "startOffset": _offsets(source["startOffset"]),
     }
+
+
+@exercise("1.5", timeout=240)
+def test_restart_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
+    keys = ["batchId", "endOffset", "numInputRows", "startOffset"]
+    predicted = expect_keys(nb.RESTART, "RESTART", keys)
+    spark_says = spark_facts(
+        "1.5 the restart",
+        lambda: _restart_in_spark(spark, tmp_path, checkpoint_dir),
+        check=__file__,
+    )
     answer = {key: predicted[key] for key in keys}
     hint = ""
     if answer["batchId"] != spark_says["batchId"]:
@@ -557,7 +572,12 @@ def test_landing_prediction_matches_the_hub(nb):
             "Each entry of LANDING should be a pair (partition, sequence_numbers), for example "
             f'("3", [0, 1]); got {predicted!r}.'
         ) from None
-    hub_says = _landing_on_a_fresh_hub(rounds)
+    hub_says = spark_facts(
+        "1.6 the landing",
+        lambda: _landing_on_a_fresh_hub(rounds),
+        check=__file__,
+        given=[list(machines) for machines in rounds],
+    )
     hint = ""
     if any(answer[m][0] != hub_says[m][0] for m in machines):
         hint = "The partition comes from the key alone: partition_for_key(name, 4)."

@@ -335,7 +335,7 @@ def test_sliding_prediction_matches_spark(nb, spark):
         sorted(PREDICTED),
         hint="Each key's value is the list of that machine's windows.",
     )
-    spark_says = _sliding_in_spark(spark)
+    spark_says = spark_facts("2.2 sliding", lambda: _sliding_in_spark(spark), check=__file__)
     answer = {m: [tuple(row) for row in predicted[m]] for m in PREDICTED}
     first = spark_says["Producer 1"][0]
     expect_equal(
@@ -473,7 +473,11 @@ def test_late_data_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir)
         "emitted": sorted(tuple(row) for row in predicted["emitted"]),
         "dropped": predicted["dropped"],
     }
-    spark_says = _late_story_in_spark(spark, tmp_path / "in", checkpoint_dir)
+    spark_says = spark_facts(
+        "2.4 the late story",
+        lambda: _late_story_in_spark(spark, tmp_path / "in", checkpoint_dir),
+        check=__file__,
+    )
     hint = ""
     if answer["dropped"] > spark_says["dropped"]:
         hint = (

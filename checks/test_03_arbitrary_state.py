@@ -618,7 +618,11 @@ def test_silence_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
         nb.SILENCE, "SILENCE", sorted(steps), hint="Each key's value is a list of rows."
     )
     answer = {step: sorted(tuple(r) for r in predicted[step]) for step in steps}
-    spark_says = _silence_in_spark(spark, tmp_path / "in", checkpoint_dir)
+    spark_says = spark_facts(
+        "3.3 silence",
+        lambda: _silence_in_spark(spark, tmp_path / "in", checkpoint_dir),
+        check=__file__,
+    )
     spark_says = {
         step: sorted(rows, key=lambda r: (r[3], r[0])) for step, rows in spark_says.items()
     }

@@ -32,6 +32,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys, expect_that
+from streamlab.grading.facts import spark_facts
 from streamlab.grading.heartbeat_checks import (
     Meter,
     ProcessorStory,
@@ -1502,11 +1503,8 @@ def _prediction(value, name: str, keys, what: str):
     return {key: [tuple(item) for item in value[key]] for key in keys}
 
 
-@exercise("6.3", timeout=180)
-def test_the_predicted_files_are_what_spark_writes(nb, spark, tmp_path):
-    predicted = _prediction(
-        nb.PREDICTED_FILES, "PREDICTED_FILES", (0, 1), "each a list of (version, kind) pairs"
-    )
+def _files_spark_writes(spark, tmp_path: Path) -> dict:
+    """Two batches in snapshot mode, a restart, two in changelog mode: each partition's files."""
     incoming, checkpoint = tmp_path / "incoming", tmp_path / "checkpoint"
     partition_of_3 = spark.range(1).selectExpr("pmod(hash('machine-3'), 2) AS p").first()["p"]
     expect_equal(
@@ -1519,7 +1517,17 @@ def test_the_predicted_files_are_what_spark_writes(nb, spark, tmp_path):
     for order, (name, machines) in enumerate(files[2:], start=2):
         _heartbeats(incoming, name, [f"machine-{m}" for m in machines], order)
     _run(spark, incoming, checkpoint, "lab06_predict_2", {CHANGELOG: "true"})
-    actual = {p: _listing(checkpoint, 0, p) for p in (0, 1)}
+    return {p: _listing(checkpoint, 0, p) for p in (0, 1)}
+
+
+@exercise("6.3", timeout=180)
+def test_the_predicted_files_are_what_spark_writes(nb, spark, tmp_path):
+    predicted = _prediction(
+        nb.PREDICTED_FILES, "PREDICTED_FILES", (0, 1), "each a list of (version, kind) pairs"
+    )
+    actual = spark_facts(
+        "6.3 the files", lambda: _files_spark_writes(spark, tmp_path), check=__file__
+    )
     expect_equal(
         predicted,
         actual,
@@ -1715,16 +1723,33 @@ def _writes(spark, transitions, checkpoint: Path, variable: str, machines_in_val
 
 @exercise("6.8", timeout=240)
 def test_the_predicted_writes_are_what_spark_writes(nb, spark, tmp_path):
-    from pyspark.sql import functions as F
-
-    from streamlab.monitor import reference_solution
-
     predicted = _prediction(
         nb.PREDICTED_WRITES,
         "PREDICTED_WRITES",
         ("machine", "partition"),
         "each a list of one (values, machines) pair per batch",
     )
+    actual = spark_facts(
+        "6.8 the writes", lambda: _writes_spark_makes(spark, tmp_path), check=__file__
+    )
+    expect_equal(
+        predicted,
+        actual,
+        "PREDICTED_WRITES should hold, per design and batch, (state values written, machines "
+        "they hold) as the change feed shows them (expected: what Spark wrote on the same "
+        "input).",
+        hint="A value is written whole whenever its key has a row in the batch: one machine "
+        "per value for the first design, every machine the partition holds so far for the "
+        "second.",
+    )
+
+
+def _writes_spark_makes(spark, tmp_path: Path) -> dict:
+    """Both designs over the same input: per batch, (values written, machines they hold)."""
+    from pyspark.sql import functions as F
+
+    from streamlab.monitor import reference_solution
+
     _price_input(tmp_path / "incoming")
     beats = (
         spark.readStream.option("maxFilesPerTrigger", 1)
@@ -1744,22 +1769,12 @@ def test_the_predicted_writes_are_what_spark_writes(nb, spark, tmp_path):
     )
     lab05 = reference_solution()
     per_partition = lab05.catch_up_changes(beats, lab05.CatchUpProcessor(timeout_ms=3_600_000))
-    actual = {
+    return {
         "machine": _writes(spark, per_machine, tmp_path / "machine", "machine", F.lit(1)),
         "partition": _writes(
             spark, per_partition, tmp_path / "partition", "partition", F.size("value.names")
         ),
     }
-    expect_equal(
-        predicted,
-        actual,
-        "PREDICTED_WRITES should hold, per design and batch, (state values written, machines "
-        "they hold) as the change feed shows them (expected: what Spark wrote on the same "
-        "input).",
-        hint="A value is written whole whenever its key has a row in the batch: one machine "
-        "per value for the first design, every machine the partition holds so far for the "
-        "second.",
-    )
 
 
 # --- 6.9 · the SQL tab's state metrics -----------------------------------------------------
@@ -2101,21 +2116,12 @@ def test_growing_state_provoked_on_a_real_query(nb, spark, tmp_path, checkpoint_
 LATE_NIGHT = ["10:00:00", "10:01:40", "10:03:20", "10:05:00", "10:06:40"]
 
 
-@exercise("6.11", timeout=150)
-def test_the_predicted_alerts_are_what_the_alerter_raises(nb, spark, tmp_path, checkpoint_dir):
+def _alerts_raised(spark, tmp_path: Path, checkpoint_dir: str) -> list[tuple]:
+    """The Alerter's (rule, batch_id) on the reports of a windowed count over LATE_NIGHT."""
     from pyspark.sql import functions as F
 
     from streamlab.alerts import Alerter, Thresholds
 
-    predicted = nb.PREDICTED_ALERTS
-    if not isinstance(predicted, list | tuple) or not all(
-        isinstance(item, list | tuple) and len(item) == 2 for item in predicted
-    ):
-        raise CheckFailed(
-            "PREDICTED_ALERTS should be a list of (rule, batch_id) pairs.",
-            expected="a list such as [('state_growing', 3)]",
-            actual=predicted,
-        )
     folder = tmp_path / "incoming"
     for n, on_time in enumerate(LATE_NIGHT):
         times = [on_time] + (["09:00:00"] if n else [])
@@ -2135,7 +2141,25 @@ def test_the_predicted_alerts_are_what_the_alerter_raises(nb, spark, tmp_path, c
     query = _noop_writer(counts, "late_night", checkpoint_dir, mode="append").start()
     finish(query, within=240, what="the check's windowed count to read its input")
     alerter = Alerter(Thresholds(max_watermark_lag_s=100, dropped_batches=3, growing_batches=3))
-    raised = [(a.rule, a.batch_id) for p in query.recentProgress for a in alerter.observe(p)]
+    return [(a.rule, a.batch_id) for p in query.recentProgress for a in alerter.observe(p)]
+
+
+@exercise("6.11", timeout=150)
+def test_the_predicted_alerts_are_what_the_alerter_raises(nb, spark, tmp_path, checkpoint_dir):
+    predicted = nb.PREDICTED_ALERTS
+    if not isinstance(predicted, list | tuple) or not all(
+        isinstance(item, list | tuple) and len(item) == 2 for item in predicted
+    ):
+        raise CheckFailed(
+            "PREDICTED_ALERTS should be a list of (rule, batch_id) pairs.",
+            expected="a list such as [('state_growing', 3)]",
+            actual=predicted,
+        )
+    raised = spark_facts(
+        "6.11 the alerts",
+        lambda: _alerts_raised(spark, tmp_path, checkpoint_dir),
+        check=__file__,
+    )
     expect_equal(
         [tuple(item) for item in predicted],
         raised,

@@ -24,6 +24,7 @@ import functools
 import sys
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame
@@ -38,6 +39,7 @@ from streamlab.grading import (
     expect_keys,
     expect_that,
 )
+from streamlab.grading.facts import spark_facts
 from streamlab.grading.stories import START, is_not_done
 from streamlab.grading.verdict import query_cause
 
@@ -413,6 +415,11 @@ def _maintenance_join(nb, changes: DataFrame, windows: DataFrame):
     return left, windows.alias("w"), condition
 
 
+def _join_settings(nb, story) -> list:
+    """What a run of the course's join takes from the notebook: the story and the delays."""
+    return [story, nb.CHANGES_DELAY, nb.WINDOWS_DELAY, nb.LONGEST_MAINTENANCE]
+
+
 def reference_outside_maintenance(nb, changes: DataFrame, windows: DataFrame) -> DataFrame:
     """The alerts as the exercise defines them, with the notebook's delays."""
     left, right, condition = _maintenance_join(
@@ -450,15 +457,21 @@ def _normalized(prediction) -> dict:
 @exercise("9.4", timeout=240)
 def test_the_prediction_is_what_spark_emits(nb, spark, tmp_path):
     predicted = _normalized(nb.PREDICTED_ALERTS)
-    write_deliveries(tmp_path / "story", nb.PREDICT_STORY)
-    batches = run(
-        reference_outside_maintenance(nb, *streams(spark, tmp_path / "story")),
-        tmp_path / "checkpoint",
+
+    def alerts() -> dict:
+        write_deliveries(tmp_path / "story", nb.PREDICT_STORY)
+        batches = run(
+            reference_outside_maintenance(nb, *streams(spark, tmp_path / "story")),
+            tmp_path / "checkpoint",
+        )
+        return {
+            b: [m for (m,) in rows]
+            for b, rows in per_batch(batches, lambda r: (r["machine_name"],)).items()
+        }
+
+    spark_says = spark_facts(
+        "9.4 the alerts", alerts, check=__file__, given=_join_settings(nb, nb.PREDICT_STORY)
     )
-    spark_says = {
-        b: [m for (m,) in rows]
-        for b, rows in per_batch(batches, lambda r: (r["machine_name"],)).items()
-    }
     expect_equal(
         predicted,
         spark_says,
@@ -508,9 +521,9 @@ def _diagnosis(answer) -> dict:
     return {**{name: answer[name] for name in INPUTS}, "watermarked": sorted(set(inputs))}
 
 
-@exercise("9.5", timeout=240)
-def test_the_diagnosis_is_what_spark_shows_of_the_found_report(nb, spark, tmp_path):
-    diagnosis = _diagnosis(nb.DIAGNOSIS)
+def _found_report_shows(nb, spark, tmp_path: Path) -> dict:
+    """The found report over DEBUG_STORY: whether each side of its state ever shrank, and the
+    inputs whose column carries a watermark."""
     write_deliveries(tmp_path / "story", nb.DEBUG_STORY)
     report = found_report(nb, *streams(spark, tmp_path / "story"))
     batches = run(report, tmp_path / "checkpoint")
@@ -523,6 +536,18 @@ def test_the_diagnosis_is_what_spark_shows_of_the_found_report(nb, spark, tmp_pa
         name
         for name, (_, column) in INPUTS.items()
         if "spark.watermarkDelayMs" in report.schema[column].metadata
+    )
+    return spark_shows
+
+
+@exercise("9.5", timeout=240)
+def test_the_diagnosis_is_what_spark_shows_of_the_found_report(nb, spark, tmp_path):
+    diagnosis = _diagnosis(nb.DIAGNOSIS)
+    spark_shows = spark_facts(
+        "9.5 the found report",
+        lambda: _found_report_shows(nb, spark, tmp_path),
+        check=__file__,
+        given=_join_settings(nb, nb.DEBUG_STORY),
     )
     expect_equal(
         diagnosis,

@@ -4,9 +4,11 @@ A prediction is graded against what Spark does when it runs the course's referen
 learner's answer is a constant, and running those queries again at every grading costs
 seconds and says nothing new. ``spark_facts(name, compute, check=__file__)`` runs ``compute()``
 the first time and keeps what it returned in ``build/facts/``, under a key made of all that
-could change it: the check file that asks, every module of the course's package (where the
-reference processors live), any other file it reads, the PySpark version and the session the checks run in. A change to
-any of them computes the facts again; so does a kept file that cannot be read.
+could change it: the check file that asks, every module of the course's package and every
+solution notebook (where the reference processors live), any other file it reads, any value
+it is given (a story or a delay the notebook sets), the PySpark version and the session the
+checks run in. A change to any of them computes the facts again; so does a kept file that
+cannot be read.
 
 Only facts that do not depend on the learner's code belong here: whatever runs a learner's
 function runs at every grading.
@@ -14,6 +16,8 @@ function runs at every grading.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import functools
 import hashlib
 import json
@@ -33,15 +37,23 @@ FACTS_DIR = BUILD_DIR / "facts"
 
 
 def spark_facts(
-    name: str, compute: Callable[[], T], *, check: str, inputs: Sequence[Path] = ()
+    name: str,
+    compute: Callable[[], T],
+    *,
+    check: str,
+    inputs: Sequence[Path] = (),
+    given: object = None,
 ) -> T:
     """``compute()``'s result, from ``build/facts/`` when this machine computed it before.
 
     ``name`` tells the facts of one check file apart (``"5.3 lives"``); ``check`` is that
     file's ``__file__``; ``inputs`` are other files ``compute`` reads (a solution notebook
-    whose code it runs). The result must pickle (rows, tuples, dicts, dates do).
+    whose code it runs); ``given`` holds the values ``compute`` takes from the notebook (its
+    story, its delays): plain data only (numbers, strings, bytes, dates, and lists, tuples,
+    dicts and sets of them), whose ``repr`` says all they hold. The result must pickle (rows,
+    tuples, dicts, dates do).
     """
-    key = hashlib.sha256(f"{name}\0{_source_key()}".encode())
+    key = hashlib.sha256(f"{name}\0{_source_key()}\0{_plain(given)}".encode())
     for path in (Path(check), *inputs):
         key.update(Path(path).read_bytes())
     path = FACTS_DIR / f"{_slug(name)}-{key.hexdigest()[:20]}.pickle"
@@ -60,9 +72,38 @@ def spark_facts(
     return result
 
 
-@functools.cache
+#: The types whose ``repr`` says all a value holds.
+_PLAIN: tuple[type, ...] = (type(None), bool, int, float, str, bytes, decimal.Decimal)
+_PLAIN += (datetime.datetime, datetime.date, datetime.time, datetime.timedelta)
+
+
+def _plain(value: object) -> str:
+    """``repr(value)`` for plain data, which says all it holds; a ``TypeError`` otherwise."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_plain(k)}: {_plain(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, set | frozenset):
+        return "{" + ", ".join(sorted(_plain(v) for v in value)) + "}"
+    if isinstance(value, list | tuple):
+        # A Row is a tuple; its fields' names are part of what it holds.
+        names = getattr(value, "__fields__", None)
+        inner = ", ".join(_plain(v) for v in value)
+        return f"{type(value).__name__}({names!r}: {inner})" if names else f"[{inner}]"
+    if isinstance(value, _PLAIN):
+        return repr(value)
+    raise TypeError(
+        f"spark_facts(given=...) takes plain data, not a {type(value).__name__} object: its "
+        "repr may not say all it holds (a course bug)"
+    )
+
+
 def _source_key() -> str:
-    """The course's package, the PySpark version and the checks' session, as one digest."""
+    return _course_key(REPO_ROOT)
+
+
+@functools.cache
+def _course_key(root: Path) -> str:
+    """The course's package, the solution notebooks that its reference code is loaded from
+    (``streamlab.solutions``), the PySpark version and the checks' session, as one digest."""
     import pyspark
 
     from streamlab.session import CHECKS_SESSION, DEFAULT_CONF
@@ -70,11 +111,14 @@ def _source_key() -> str:
     digest = hashlib.sha256()
     digest.update(pyspark.__version__.encode())
     digest.update(json.dumps([CHECKS_SESSION, DEFAULT_CONF], sort_keys=True).encode())
-    package = REPO_ROOT / "streamlab"
-    for path in sorted(package.rglob("*.py")):
-        digest.update(str(path.relative_to(package)).encode())
+    for path in [*sorted((root / "streamlab").rglob("*.py")), *_solutions(root)]:
+        digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _solutions(root: Path) -> list[Path]:
+    return sorted((root / "solutions").glob("*/*.ipynb"))
 
 
 def _slug(name: str) -> str:
