@@ -1461,8 +1461,8 @@ def test_catch_up_on_spark_over_a_skewed_backlog(nb, spark, tmp_path):
     _write(incoming, "live", sum((_hub_rows(m, range(0, 10)) for m in SPARK_MACHINES), []))
     try:
         _run_to_parquet(spark, changes(), checkpoint, output)
-        for k in range(10):
-            p0, p1 = range(10 + 4 * k, 14 + 4 * k), range(10 + 2 * k, 12 + 2 * k)
+        for k in range(5):
+            p0, p1 = range(10 + 8 * k, 18 + 8 * k), range(10 + 4 * k, 14 + 4 * k)
             _write(
                 incoming,
                 f"backlog-{k:02d}",
@@ -1497,8 +1497,8 @@ def test_catch_up_on_spark_over_a_skewed_backlog(nb, spark, tmp_path):
             key=_by_time,
         ),
         f"On Spark, from files without sequence numbers: ten seconds of live traffic, then a "
-        f"backlog in ten micro-batches, partition 0 four seconds of event time per batch, "
-        f"partition 1 two; m2 stopped after 20 s, m4 paused from 14 s to 22 s. {FACTS}",
+        f"backlog in five micro-batches, partition 0 eight seconds of event time per batch, "
+        f"partition 1 four; m2 stopped after 20 s, m4 paused from 14 s to 22 s. {FACTS}",
         hint="Rows without sequence numbers are not known to reach the partition's end.",
     )
 
