@@ -53,7 +53,7 @@ def spark_facts(
     dicts and sets of them), whose ``repr`` says all they hold. The result must pickle (rows,
     tuples, dicts, dates do).
     """
-    key = hashlib.sha256(f"{name}\0{_source_key()}\0{_plain(given)}".encode())
+    key = hashlib.sha256(f"{name}\0{_course_key(REPO_ROOT)}\0{_plain(given)}".encode())
     for path in (Path(check), *inputs):
         key.update(Path(path).read_bytes())
     path = FACTS_DIR / f"{_slug(name)}-{key.hexdigest()[:20]}.pickle"
@@ -96,10 +96,6 @@ def _plain(value: object) -> str:
     )
 
 
-def _source_key() -> str:
-    return _course_key(REPO_ROOT)
-
-
 @functools.cache
 def _course_key(root: Path) -> str:
     """The course's package, the solution notebooks that its reference code is loaded from
@@ -111,14 +107,11 @@ def _course_key(root: Path) -> str:
     digest = hashlib.sha256()
     digest.update(pyspark.__version__.encode())
     digest.update(json.dumps([CHECKS_SESSION, DEFAULT_CONF], sort_keys=True).encode())
-    for path in [*sorted((root / "streamlab").rglob("*.py")), *_solutions(root)]:
+    solutions = sorted((root / "solutions").glob("*/*.ipynb"))
+    for path in [*sorted((root / "streamlab").rglob("*.py")), *solutions]:
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
-
-
-def _solutions(root: Path) -> list[Path]:
-    return sorted((root / "solutions").glob("*/*.ipynb"))
 
 
 def _slug(name: str) -> str:

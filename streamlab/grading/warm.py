@@ -573,8 +573,8 @@ def _first_streaming_queries(spark, scratch: Path) -> None:
     """A streaming count into a memory table, then a ``transformWithState`` query with a
     processing-time timer into parquet files, each run to the end of two files."""
     from streamlab.deadlines import finish
-    from streamlab.deliveries import NO_DATA_BATCHES
     from streamlab.grading.warm_processor import WarmUpProcessor
+    from streamlab.restart_trials import NO_DATA_BATCHES, session_conf
 
     source = scratch / "in"
     source.mkdir()
@@ -598,13 +598,10 @@ def _first_streaming_queries(spark, scratch: Path) -> None:
         ("counts", counts, "the warm grading child's first stateful query"),
         ("statuses", statuses, "the warm grading child's first transformWithState query"),
     ):
+        writer = writer.option("checkpointLocation", str(scratch / f"{name}-checkpoint"))
         # Without no-data batches, a query with processing-time timers ends with its input.
-        spark.conf.set(NO_DATA_BATCHES, "false")
-        try:
-            writer = writer.option("checkpointLocation", str(scratch / f"{name}-checkpoint"))
+        with session_conf(spark, {NO_DATA_BATCHES: "false"}):
             query = writer.trigger(availableNow=True).start()
-        finally:
-            spark.conf.unset(NO_DATA_BATCHES)
         finish(query, within=120, what=what)
     spark.catalog.dropTempView("streamlab_warm_up")
     spark.read.parquet(str(scratch / "statuses")).collect()
