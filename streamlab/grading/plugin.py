@@ -45,13 +45,18 @@ from streamlab.tooling import registry
 _LAB_FILE = re.compile(r"test_(\d+)_\w+\.py$")
 
 
-def exercise(exercise_id: str, *, timeout: float = DEFAULT_TIMEOUT, hint: str = ""):
+def exercise(
+    exercise_id: str, *, timeout: float = DEFAULT_TIMEOUT, hint: str = "", part: str = ""
+):
     """Mark a check as grading ``exercise_id``, with a time limit in seconds.
 
     ``hint`` is shown when this check fails, instead of the exercise's first hint: say what
-    the failure usually means, never the solution's code.
+    the failure usually means, never the solution's code. ``part`` names the part of an
+    exercise the check grades when it has more than one: ``"diagnosis"`` for the check of a
+    debug exercise's ``DIAGNOSIS_N_M`` (graded as an answer, like a prediction), ``"fix"`` for
+    the checks of its fix.
     """
-    return pytest.mark.exercise(exercise_id, timeout=timeout, hint=hint)
+    return pytest.mark.exercise(exercise_id, timeout=timeout, hint=hint, part=part)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
