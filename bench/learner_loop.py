@@ -5,10 +5,12 @@ Timed through nox, as a learner runs them (``%check`` and ``nox -s watch`` run t
 
 - in each lab of :data:`EXERCISES` named (default: all four), one Spark exercise, ``nox -s
   check -- LAB --exercise X.Y`` on the solved notebook, and the solved lab, ``nox -s check --
-  LAB``, each graded two ways side by side, alternating: *cold* (``STREAMLAB_WARM_GRADER=0``:
+  LAB``, each graded three ways side by side, alternating: *cold* (``STREAMLAB_WARM_GRADER=0``:
   the child starts Python, a JVM and Spark itself, as the first grading of a session without
-  ``nox -s lab`` does) and *warm* (the child that the grading before started ahead of time,
-  ready: a regrade after the learner read the verdict). The exercise is the one whose checks
+  ``nox -s lab`` does), *warm* (the child that the grading before started ahead of time,
+  ready: a regrade after the learner read the verdict) and *right after* (at once after a warm
+  grading, while the child it started is still warming up: a typo fixed and regraded). The
+  exercise is the one whose checks
   run the most of the learner's own code on Spark at every grading: a prediction's Spark run
   is kept (``streamlab.grading.facts``), so a prediction regrades in about a second;
 - every other lab solved, graded warm (``--every-lab``, the default; ``--no-every-lab`` skips);
@@ -79,24 +81,31 @@ class Grader:
         self.build = Path(tempfile.mkdtemp(prefix="bench-loop-"))
         self.grade_json = self.build / "grade.json"
 
-    def run(self, lab: str, *, warm: bool, exercise: str | None = None) -> tuple[float, dict]:
-        """Seconds one grading took, and its timings; with ``warm``, a ready warm child first."""
+    def run(
+        self, lab: str, *, warm: bool, exercise: str | None = None, right_after: bool = False
+    ) -> tuple[float, dict]:
+        """Seconds one grading took, and its timings; with ``warm``, a ready warm child first.
+
+        ``right_after`` (with ``warm``): at once after the grading before, while the child that
+        grading started is still warming up, as a learner who fixes a typo regrades.
+        """
         env = {
             **os.environ,
             "STREAMLAB_BUILD_DIR": str(self.build),
             "STREAMLAB_WARM_GRADER": "1" if warm else "0",
         }
-        if warm:
+        if warm and not right_after:
             subprocess.run([sys.executable, "-c", _START], env=env, timeout=60, check=True)
-        # Either way no child is warming up beside the grading timed: the one the last warm
-        # grading started is ready and idle, as after the learner read its verdict.
-        self.settle(env)
+        if not right_after:
+            # No child is warming up beside the grading timed: the one the last warm grading
+            # started is ready and idle, as after the learner read its verdict.
+            self.settle(env)
         command = [*self.nox, "-s", "check", "--", lab, "--notebooks", "solutions"]
         command += ["--json", str(self.grade_json)]
         command += ["--exercise", exercise] if exercise else []
         seconds = timed(command, expect_success=True, env=env)
         timings = json.loads(self.grade_json.read_text()).get("timings", {})
-        if warm and not timings.get("warm"):
+        if warm and not right_after and not timings.get("warm"):
             raise RuntimeError(f"a warm child was ready, but the grading did not use it: {timings}")
         return seconds, timings
 
@@ -157,21 +166,29 @@ def _phases(timings: list[dict]) -> str:
 def _exercise_and_lab(grader: Grader, lab: str, runs: int, out: dict) -> None:
     """Lab's Spark exercise and the solved lab, cold and warm side by side, ``runs`` times."""
     exercise = EXERCISES[lab]
-    got: dict[str, list] = {k: [] for k in ("ex_cold", "ex_warm", "lab_cold", "lab_warm")}
+    kinds = ("ex_cold", "ex_warm", "ex_again", "lab_cold", "lab_warm", "lab_again")
+    got: dict[str, list] = {k: [] for k in kinds}
     # Cold and warm alternate, so a machine busy with something else slows both alike;
-    # before a cold grading the last warm child is ready, idle, as after a grading.
+    # before a cold grading the last warm child is ready, idle, as after a grading. "again"
+    # regrades at once after the warm grading, while the child it started warms up.
     for _ in range(runs):
-        got["ex_cold"].append(grader.run(lab, warm=False, exercise=exercise))
-        got["ex_warm"].append(grader.run(lab, warm=True, exercise=exercise))
-        got["lab_cold"].append(grader.run(lab, warm=False))
-        got["lab_warm"].append(grader.run(lab, warm=True))
+        for key, whole in (("ex", False), ("lab", True)):
+            only = None if whole else exercise
+            got[f"{key}_cold"].append(grader.run(lab, warm=False, exercise=only))
+            got[f"{key}_warm"].append(grader.run(lab, warm=True, exercise=only))
+            got[f"{key}_again"].append(grader.run(lab, warm=True, exercise=only, right_after=True))
     medians = {k: bench.median(s for s, _ in v) for k, v in got.items()}
     print(
         f"  lab {lab}: exercise {exercise} cold {medians['ex_cold']:.1f} s, warm "
-        f"{medians['ex_warm']:.1f} s; solved lab cold {medians['lab_cold']:.1f} s, warm "
-        f"{medians['lab_warm']:.1f} s (median of {runs})"
+        f"{medians['ex_warm']:.1f} s, right after {medians['ex_again']:.1f} s; solved lab cold "
+        f"{medians['lab_cold']:.1f} s, warm {medians['lab_warm']:.1f} s, right after "
+        f"{medians['lab_again']:.1f} s (median of {runs})"
     )
-    for key, label in (("ex_cold", "exercise, cold"), ("ex_warm", "exercise, warm")):
+    for key, label in (
+        ("ex_cold", "exercise, cold"),
+        ("ex_warm", "exercise, warm"),
+        ("ex_again", "exercise, right after"),
+    ):
         print(f"    {label}: {_phases([t for _, t in got[key]])}")
     out["figures"]["labs"][lab] = {
         "exercise": exercise,
@@ -192,11 +209,29 @@ def _exercise_and_lab(grader: Grader, lab: str, runs: int, out: dict) -> None:
                 _phases([t for _, t in got[key]]),
             )
         )
+    for key, figure, goal in (
+        ("ex", f"{exercise} regraded right after a verdict", REGRADE_TARGET),
+        ("lab", "solved lab regraded right after a verdict", LAB_TARGET),
+    ):
+        again, cold = medians[f"{key}_again"], medians[f"{key}_cold"]
+        out["targets"].append(
+            bench.target(
+                f"lab {lab}: {figure}",
+                round(again, 1),
+                "s",
+                f"<= {goal:g} and <= cold",
+                again <= goal and again <= cold,
+                f"{again / cold:.2f} x the cold grading ({cold:.1f} s) of the same run; "
+                + _phases([t for _, t in got[f"{key}_again"]]),
+            )
+        )
     out["solved"][lab] = (medians["lab_warm"], got["lab_warm"], f"cold {medians['lab_cold']:.1f} s")
     out["bars"] += [
         (f"{exercise} cold", medians["ex_cold"]),
         (f"{exercise} warm", medians["ex_warm"]),
+        (f"{exercise} right after", medians["ex_again"]),
         (f"lab {lab} cold", medians["lab_cold"]),
+        (f"lab {lab} right after", medians["lab_again"]),
     ]
 
 

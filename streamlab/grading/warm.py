@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -42,8 +43,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
@@ -340,6 +342,7 @@ def keeper(path: Path) -> int:
             try:
                 answer = from_child.read()
                 while "ready" in answer:  # said while the job was already on its way
+                    _note(_ready_note(child.pid, answer))
                     answer = from_child.read()
             except ValueError:
                 _note(f"warm grading child {child.pid} ended before it took its job")
@@ -394,7 +397,7 @@ def _wait_for_job(listener, from_child, child, path):
                         _note(f"warm grading child {child.pid} ended while warming up")
                         return None, None, None
                     ready = True
-                    _note(f"warm grading child {child.pid} ready after {said.get('ready')} s")
+                    _note(_ready_note(child.pid, said))
                     selector.unregister(from_child.link)
                     continue
                 grading, job, fds = _take_job(listener, ready)
@@ -406,6 +409,16 @@ def _wait_for_job(listener, from_child, child, path):
     finally:
         selector.close()
         _unlink(path, inode)
+
+
+def _ready_note(pid: int, said: dict) -> str:
+    skipped = said.get("skipped")
+    if skipped:
+        return (
+            f"warm grading child {pid} taken by a grading after {said.get('ready')} s of its "
+            f"warm-up, skipping {', '.join(skipped)}"
+        )
+    return f"warm grading child {pid} ready after {said.get('ready')} s"
 
 
 def _take_job(listener: socket.socket, ready: bool):
@@ -482,9 +495,9 @@ def warm_child(fd: int) -> int:
     link = socket.socket(fileno=fd)
     started_with = settings()
     began = time.monotonic()
-    _warm_up()
+    skipped = _warm_up(job_waiting=lambda: bool(select.select([link], [], [], 0)[0]))
     files = _module_files()
-    _send(link, {"ready": round(time.monotonic() - began, 1)})
+    _send(link, {"ready": round(time.monotonic() - began, 1), "skipped": skipped})
     job, fds, _, _ = socket.recv_fds(link, 1 << 20, 2)
     while job and not job.endswith(b"\n"):
         job += link.recv(1 << 20)
@@ -543,68 +556,97 @@ def _module_files() -> dict[str, tuple[int, int] | None]:
     return files
 
 
-def _warm_up() -> None:
+def _warm_up(job_waiting: Callable[[], bool] = lambda: False) -> list[str]:
     """Import what checks import, start the checks' Spark session, and run what every
     grading's first queries pay for once: a batch job, a Python UDF, a stateful streaming
     query on the RocksDB state store, and a ``transformWithState`` query (its Python state
-    server, timers and the parquet sink), the operator most checks run."""
+    server, timers and the parquet sink), the operator most checks run.
+
+    A grading that comes while the child is still warming takes it at the next step: what is
+    done is ahead of a child started from cold, and the steps left would only make the grading
+    wait for work it does itself. Returns the names of the steps skipped so.
+    """
+    steps = _warm_up_steps()
+    for done, (name, step) in enumerate(steps):
+        if job_waiting():
+            return [name for name, _ in steps[done:]]
+        step()
+    return []
+
+
+def _warm_up_steps() -> list[tuple[str, Callable[[], object]]]:
+    """The warm-up in the order it runs, each step short enough to wait for."""
+    made: dict[str, Any] = {}
+
+    def session() -> None:
+        from streamlab.session import CHECKS_SESSION, spark_session
+
+        # The session the checks' ``spark`` fixture asks for (streamlab.spark_fixtures).
+        master, conf = CHECKS_SESSION["master"], CHECKS_SESSION["conf"]
+        assert isinstance(master, str) and isinstance(conf, dict)
+        made["spark"] = spark_session(master, conf=conf)
+
+    return [
+        ("imports", _import_what_checks_import),
+        ("the Spark session", session),
+        ("a batch job and a Python UDF", lambda: _first_jobs(made["spark"])),
+        ("a stateful streaming query", lambda: _first_streaming_query(made["spark"], "counts")),
+        ("a transformWithState query", lambda: _first_streaming_query(made["spark"], "statuses")),
+    ]
+
+
+def _import_what_checks_import() -> None:
     import nbformat  # noqa: F401
     import pandas  # noqa: F401
     import pyarrow  # noqa: F401
     import pytest  # noqa: F401
-    from pyspark.sql import functions as F
 
     import streamlab.grading.child
     import streamlab.grading.heartbeat_checks
     import streamlab.grading.plugin  # noqa: F401
-    from streamlab.session import CHECKS_SESSION, spark_session
 
-    # The session the checks' ``spark`` fixture asks for (streamlab.spark_fixtures).
-    master, conf = CHECKS_SESSION["master"], CHECKS_SESSION["conf"]
-    assert isinstance(master, str) and isinstance(conf, dict)
-    spark = spark_session(master, conf=conf)
+
+def _first_jobs(spark) -> None:
+    from pyspark.sql import functions as F
+
     spark.range(8).groupBy((F.col("id") % 2).alias("k")).count().collect()
     spark.range(4).select(F.udf(lambda x: x + 1, "long")("id")).collect()
-    with tempfile.TemporaryDirectory(prefix="streamlab-warm-") as scratch:
-        _first_streaming_queries(spark, Path(scratch))
 
 
-def _first_streaming_queries(spark, scratch: Path) -> None:
-    """A streaming count into a memory table, then a ``transformWithState`` query with a
-    processing-time timer into parquet files, each run to the end of two files."""
+def _first_streaming_query(spark, name: str) -> None:
+    """``counts``: a streaming count into a memory table; ``statuses``: a
+    ``transformWithState`` query with a processing-time timer into parquet files; each run to
+    the end of two files."""
     from streamlab.deadlines import finish
     from streamlab.grading.warm_processor import WarmUpProcessor
     from streamlab.restart_trials import NO_DATA_BATCHES, session_conf
 
-    source = scratch / "in"
-    source.mkdir()
-    (source / "0.json").write_text('{"k": "a"}\n{"k": "b"}\n')
-    (source / "1.json").write_text('{"k": "a"}\n')
-    keys = spark.readStream.schema("k string").option("maxFilesPerTrigger", 1).json(str(source))
-    counts = (
-        keys.groupBy("k")
-        .count()
-        .writeStream.format("memory")
-        .queryName("streamlab_warm_up")
-        .outputMode("update")
-    )
-    statuses = (
-        keys.groupBy("k")
-        .transformWithState(WarmUpProcessor(), "k string, n long", "Append", "ProcessingTime")
-        .writeStream.format("parquet")
-        .option("path", str(scratch / "statuses"))
-    )
-    for name, writer, what in (
-        ("counts", counts, "the warm grading child's first stateful query"),
-        ("statuses", statuses, "the warm grading child's first transformWithState query"),
-    ):
-        writer = writer.option("checkpointLocation", str(scratch / f"{name}-checkpoint"))
+    with tempfile.TemporaryDirectory(prefix="streamlab-warm-") as folder:
+        scratch = Path(folder)
+        source = scratch / "in"
+        source.mkdir()
+        (source / "0.json").write_text('{"k": "a"}\n{"k": "b"}\n')
+        (source / "1.json").write_text('{"k": "a"}\n')
+        keys = spark.readStream.schema("k string").option("maxFilesPerTrigger", 1).json(str(source))
+        if name == "counts":
+            what = "the warm grading child's first stateful query"
+            writer = keys.groupBy("k").count().writeStream.format("memory")
+            writer = writer.queryName("streamlab_warm_up").outputMode("update")
+        else:
+            what = "the warm grading child's first transformWithState query"
+            statuses = keys.groupBy("k").transformWithState(
+                WarmUpProcessor(), "k string, n long", "Append", "ProcessingTime"
+            )
+            writer = statuses.writeStream.format("parquet").option("path", str(scratch / "out"))
+        writer = writer.option("checkpointLocation", str(scratch / "checkpoint"))
         # Without no-data batches, a query with processing-time timers ends with its input.
         with session_conf(spark, {NO_DATA_BATCHES: "false"}):
             query = writer.trigger(availableNow=True).start()
         finish(query, within=120, what=what)
-    spark.catalog.dropTempView("streamlab_warm_up")
-    spark.read.parquet(str(scratch / "statuses")).collect()
+        if name == "counts":
+            spark.catalog.dropTempView("streamlab_warm_up")
+        else:
+            spark.read.parquet(str(scratch / "out")).collect()
 
 
 def main(argv: list[str]) -> int:
