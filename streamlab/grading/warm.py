@@ -56,6 +56,8 @@ IDLE_LIMIT = 60 * 60.0
 #: How long a grading waits for a warm child that is still warming up before it starts its
 #: own from cold. A child that has warmed for a while is ahead of a cold start.
 READY_WITHIN = 90.0
+#: How long a grading waits for a keeper that start() left a moment ago to bind its socket.
+LISTENING_WITHIN = 15.0
 #: Where the keeper and its child write (their own log: a grading's output goes to its log).
 LOG = BUILD_DIR / "logs" / "warm-grader.log"
 
@@ -238,10 +240,10 @@ def claim(args: list[str], events_fd: int, log_fd: int, env: dict[str, str]) -> 
     """
     if not enabled():
         return None
-    link = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    link = _connect(socket_path())
+    if link is None:
+        return None
     try:
-        link.settimeout(5)
-        link.connect(str(socket_path()))
         messages = _Messages(link)
         keeper = int(messages.read()["keeper"])
         job = {"args": args, "settings": settings(env)}
@@ -261,6 +263,33 @@ def claim(args: list[str], events_fd: int, log_fd: int, env: dict[str, str]) -> 
     except (OSError, ValueError, KeyError, TypeError):
         link.close()
         return None
+
+
+def _connect(path: Path) -> socket.socket | None:
+    """A link to the keeper at ``path``; None when there is none to wait for.
+
+    A keeper that start() has just left (the grading before ended a moment ago) is given
+    :data:`LISTENING_WITHIN` to bind its socket: its child is already ahead of a cold start.
+    One that does not listen by then is ended, so that the cold child does not share the
+    machine with a child warming up for nobody.
+    """
+    deadline = time.monotonic() + LISTENING_WITHIN
+    while True:
+        link = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        link.settimeout(5)
+        try:
+            link.connect(str(path))
+            return link
+        except OSError:
+            link.close()
+        keeper = _started_keeper(path)
+        if keeper is None:
+            return None
+        if time.monotonic() > deadline:
+            _note(f"the keeper {keeper} did not listen within {LISTENING_WITHIN:g} s: ended")
+            _kill_group(keeper)
+            return None
+        time.sleep(0.05)
 
 
 def _answers(path: Path) -> bool:
