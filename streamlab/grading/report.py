@@ -8,10 +8,15 @@ grade)::
      "labs": [{"id": "00", "title": "...", "status": "graded" | "error", "message": "",
                "fingerprint": "...",  # of the graded cells that ran (streamlab.tooling.notebooks)
                "exercises": [{"id": "0.1", "title": "...", "cell": 5, "cell_line": "def ...",
-                              "status": "passed" | "failed" | "not-started" | "not-graded",
+                              "status": "passed" | "failed" | "not-started" | "not-graded"
+                                        | "revealed",
                               "message": "...", "expected": "...", "actual": "...",
-                              "diff": "...", "hint": "...", "earlier": false}],
+                              "diff": "...", "hint": "...", "earlier": false,
+                              "revealed": true,  # only when its answer was revealed
+                              "first_try": {"answer": "{...}", "right": false,
+                                            "part": "prediction" | "diagnosis"}}],
                "earlier_exercises": [{..., "earlier": true, "fingerprint": "..."}]}],
+     "first_tries": {"called": 3, "answered": 4},  # from the learner's record
      "progress": {"passed": 1, "failed": 1, "not-started": 1, "not-graded": 0, "total": 3,
                   "course_passed": 4, "course_total": 44,
                   "labs": [{"id": "00", "passed": 1, "total": 3, "earlier": false,
@@ -32,6 +37,10 @@ from the run before: an exercise that run graded on the same graded cells stays 
 moves to ``earlier_exercises``, kept as it was, with the ``fingerprint`` it was graded on. The
 progress counts both (``kept``: how many; ``outdated``: how many were graded on other cells);
 the closing tally (``passed``, ``failed``, ...) counts what this run graded.
+``revealed``: the learner asked for the exercise's answer (``nox -s reveal``) and its code has
+not passed since; not passed, counted as passed by no tally. One that passed after a reveal is
+``passed`` with ``"revealed": true``. ``first_try`` and ``first_tries`` come from the learner's
+record of tries (:mod:`streamlab.grading.tries`), which every grading adds to and none rewrites.
 ``format_version`` changes when a field changes meaning or goes away.
 """
 
