@@ -10,7 +10,9 @@ may be read before the exercise passes:
 
 - (a) in the lab's notebook, ``solutions/`` and ``labs/``, anywhere (a learner scrolls), but for
   the cells tagged ``answer-N.M``, which open under ``%check N.M``'s verdict on a pass, and the
-  solution regions (in ``labs/``, a stub). A recorded output counts with its cell;
+  solution regions (in ``labs/``, a stub). A recorded output counts with its cell. In ``labs/``
+  an answer cell in markdown is a one-line placeholder, read like any other cell; an answer
+  cell of code keeps its code behind a line that stops it until N.M was graded once;
 - (b) on every page under ``site/``, but for the text inside ``<!-- after N.M -->`` ...
   ``<!-- /after -->``, which the site opens once N.M passed. Folds may nest;
 - (c) on ``site/spark-errors.md`` (folds as in (b)), and in what ``streamlab/spark_errors.py``
@@ -172,7 +174,8 @@ def notebook_units(exercise: str, root: str) -> Iterator[tuple[str, str]]:
     lab = lab_of(exercise)
     path = lab.notebook(REPO_ROOT / root).relative_to(REPO_ROOT)
     for i, cell in enumerate(notebook(lab, root).cells):
-        if opens_for(answers_of(cell), exercise):
+        placeholder = root == "labs" and cell.cell_type == "markdown"
+        if opens_for(answers_of(cell), exercise) and not placeholder:
             continue
         if cell.cell_type == "markdown":
             for unit in units(cell.source):
