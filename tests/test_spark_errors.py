@@ -427,6 +427,40 @@ def test_a_file_that_is_not_parquet_is_not_explained_as_a_file_that_is_gone(spar
         assert spark_errors.taught(f"FAILED_READ_FILE.{other}") is None
 
 
+def _append_with_a_watermark(spark, tmp_path):
+    windows = (
+        beats(spark, tmp_path / "in")
+        .withWatermark("event_time", "10 seconds")
+        .groupBy(F.window("event_time", "10 seconds"))
+        .count()
+    )
+    run_once(windows, tmp_path / "cp", mode="append")
+
+
+def _on_a_clock(misstep: str) -> Provocation:
+    def run(spark, tmp_path):
+        # A processing-time clock runs a batch at every trigger, data or not: an availableNow
+        # run ends only without those.
+        with session_conf(spark, {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
+            processed(spark, tmp_path, misstep, "ProcessingTime")
+
+    return run
+
+
+#: What a sentence gives as the way that works, run on Spark: none of these may raise.
+REMEDY: dict[str, Provocation] = {
+    "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION": _append_with_a_watermark,
+    "STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL": _on_a_clock("ttl"),
+    "STATEFUL_PROCESSOR_CANNOT_PERFORM_OPERATION_WITH_INVALID_TIME_MODE": _on_a_clock("timer"),
+}
+
+
+@pytest.mark.parametrize("condition", REMEDY)
+def test_the_way_a_sentence_gives_runs(condition, spark, tmp_path):
+    assert spark_errors.taught(condition) is not None
+    REMEDY[condition](spark, tmp_path)
+
+
 class _Emptied(StatefulProcessor):
     """Fills its list state, empties it with ``clear()``, and says how many items are left."""
 
