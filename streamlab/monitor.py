@@ -3,7 +3,9 @@
 Reads heartbeats from an event hub, runs the course's most correct processor, lab 05's
 ``CatchUpProcessor`` (of ``solutions/05-restart-recovery``, loaded the way the grader loads
 it: one source, no second copy) on the RocksDB state store, and appends each micro-batch's
-transitions as parquet under ``--output/batch_id=N``. It runs until SIGTERM or Ctrl-C.
+transitions as parquet under ``--output/batch_id=N``. It runs until SIGTERM or Ctrl-C. A new
+checkpoint keeps its state in the Avro encoding, so that a later release of the processor can
+add, drop or widen a field of its state; a checkpoint started without it keeps the default.
 
 Silence is judged from the heartbeats' own time (the hub's enqueue time), per event hub
 partition: a machine's ``Unhealthy`` row says it changed at its last heartbeat + the timeout,
@@ -69,6 +71,11 @@ DEFAULT_WRITER = "arrow"
 #: partition: a heartbeat batch is small, and each partition is a task, a Python worker round
 #: trip and a state store commit. A checkpoint keeps the number it was started with.
 SESSION_CONF: dict[str, str] = {"spark.sql.shuffle.partitions": "1"}
+#: Settings of the monitor's query alone, in force while it starts. Avro lets the processor's
+#: state gain, drop or widen a field in a later release, and a checkpoint keeps the encoding of
+#: its first batch for good; PySpark 4.3 refuses Avro for an aggregation or a
+#: ``dropDuplicates``, so the rest of the session keeps the default.
+QUERY_CONF: dict[str, str] = {"spark.sql.streaming.stateStore.encodingFormat": "avro"}
 #: How many times in a row the monitor restarts a query that failed or stalled.
 DEFAULT_MAX_RESTARTS = 3
 #: Seconds between a query's end and its restart: a fault that lasts a moment (a hub that
@@ -217,7 +224,8 @@ def start(
     lab: ModuleType | None = None,
     retire_after_hours: float = 24.0,
 ):
-    """Start the reference monitor query in ``spark``; return the StreamingQuery."""
+    """Start the reference monitor query in ``spark``, its state in the Avro encoding
+    (:data:`QUERY_CONF`, the session put back as found); return the StreamingQuery."""
     transitions = reference_transitions(
         spark,
         connection_string,
@@ -229,13 +237,17 @@ def start(
     )
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    return (
+    query_writer = (
         transitions.writeStream.queryName("heartbeat_monitor")
         .foreachBatch(batch_writer(out, writer))
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime=trigger)
-        .start()
     )
+    from streamlab.restart_trials import session_conf
+
+    # Spark reads the session's settings when the query starts: put back at once, as found.
+    with session_conf(spark, QUERY_CONF):
+        return query_writer.start()
 
 
 def command(connection_string: str, checkpoint: Path, output: Path, *extra: str) -> list[str]:

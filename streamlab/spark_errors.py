@@ -37,9 +37,10 @@ class Taught:
 TAUGHT: tuple[Taught, ...] = (
     Taught(
         "UNRESOLVED_COLUMN",
-        "the DataFrame has no column of that name at this point of the query (names are exact, "
-        "and a select or an aggregation keeps only the columns it names); Spark lists the "
-        "nearest names it has.",
+        "the DataFrame has no column of that name at this point of the query: a select or an "
+        "aggregation keeps only the columns it names, and Spark lists the nearest names it has. "
+        "Case does not count in a column's name (`MACHINE_NAME` finds `machine_name`) unless "
+        "`spark.sql.caseSensitive` is set to true.",
         "01",
         "2. Parse the body",
     ),
@@ -98,45 +99,50 @@ TAUGHT: tuple[Taught, ...] = (
     ),
     Taught(
         "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
-        "the checkpoint's state was written with another value schema than the restarted "
-        "query's (a column added to an aggregation, a field to a state variable); the default "
-        "encoding refuses any change, Avro chosen before the first batch lets some evolve.",
+        "the restarted query keeps a state value of a schema the checkpoint's state does not "
+        "accept; Spark's message shows both schemas. Field names are not part of the check: an "
+        "aggregation whose column is renamed (`beats` to `heartbeats`) restarts without an "
+        "error and counts on from the old values.",
         "05",
         "8. What a checkpoint pins",
     ),
     Taught(
         "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE",
-        "the restarted query groups by other keys, or keys of another type, than the state in "
-        "its checkpoint: state is found by its key, so a key never changes under a checkpoint.",
+        "the restarted query's grouping key has another number or type of fields than the state "
+        "in its checkpoint. Names are not compared, so a regrouping by another column of the "
+        'same type is not caught: `groupBy("site")` restarted on the checkpoint of '
+        '`groupBy("machine_name")` runs without an error on the old state, its machine names '
+        "read as sites. A new grouping needs a new checkpoint.",
         "05",
         "8. What a checkpoint pins",
     ),
     Taught(
         "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA",
-        "the restarted query's stateful operators are not the ones its checkpoint holds state "
-        "for (one added, removed or replaced): a stateful change needs a new checkpoint, or a "
-        "migration that starts from the old state.",
+        "the restarted query's stateful operators are not those its checkpoint's state "
+        "metadata lists (Spark's message shows both lists): the state in a checkpoint is read "
+        "only by the operators that wrote it.",
         "10",
         "1. What a checkpoint pins",
     ),
     Taught(
         "STREAMING_QUERY_EVOLUTION_ERROR.UNNAMED_STREAMING_SOURCES_WITH_ENFORCEMENT",
         "with named sources switched on, every source of the query needs a name "
-        "(`readStream.name(...)`), so that the checkpoint keeps its offsets by name.",
+        "(`readStream.name(...)`), under which the checkpoint records its offsets.",
         "10",
         "1. What a checkpoint pins",
     ),
     Taught(
         "STREAMING_QUERY_EVOLUTION_ERROR.CANNOT_ENABLE_ON_EXISTING_CHECKPOINT",
-        "named sources are chosen when a checkpoint starts: a checkpoint that began with its "
-        "sources by position keeps them so.",
+        "named sources are switched on when a checkpoint starts, not later: a checkpoint that "
+        "began without them cannot take them.",
         "10",
         "1. What a checkpoint pins",
     ),
     Taught(
         "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION",
-        "Avro lets a state value gain, lose, reorder or widen fields across a restart, not "
-        "narrow a type or change it into another: the stored values could not be read back.",
+        "under the Avro encoding, a restarted `transformWithState` query declares a state "
+        "variable whose stored values cannot be read into its new schema by Avro's rules of "
+        "schema resolution (the link in Spark's message), such as a `BIGINT` narrowed to `INT`.",
         "10",
         "3. State schema evolution",
     ),
@@ -148,9 +154,8 @@ TAUGHT: tuple[Taught, ...] = (
         "2. ListState and TTL: the gaps between heartbeats",
     ),
     Taught(
-        "ILLEGAL_STATE_STORE_VALUE",
-        "a state variable cannot hold nothing: a ListState is emptied with `clear()`, not by "
-        "putting an empty list, and a value is removed with `clear()`, not set to None.",
+        "ILLEGAL_STATE_STORE_VALUE.EMPTY_LIST_VALUE",
+        "a ListState cannot hold an empty list: it is emptied with `clear()`, not by putting `[]`.",
         "10",
         "2. ListState and TTL: the gaps between heartbeats",
     ),
@@ -177,9 +182,8 @@ TAUGHT: tuple[Taught, ...] = (
     ),
     Taught(
         "STATE_REPARTITION_INVALID_CHECKPOINT",
-        "offline repartitioning rewrites a checkpoint's state for a new partition count, and "
-        "refuses a checkpoint it cannot move (already that count, or its last batch "
-        "unfinished).",
+        "offline repartitioning refuses a checkpoint it cannot work from: the subclass after "
+        "the dot, and Spark's message, name the reason.",
         "10",
         "5. Repartitioning offline",
     ),
@@ -197,7 +201,7 @@ TAUGHT: tuple[Taught, ...] = (
         "5. Alerts at once",
     ),
     Taught(
-        "FAILED_READ_FILE",
+        "FAILED_READ_FILE.FILE_NOT_EXIST",
         "a file a query had listed is gone: a static DataFrame read from files keeps the list "
         "taken when it was defined, so a table overwritten under a running query breaks it.",
         "09",

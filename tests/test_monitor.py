@@ -33,12 +33,14 @@ from streamlab.fleet import Fleet
 from streamlab.hub import partition_for_key, start_subprocess
 from streamlab.monitor import command, read_transitions, supervise, trigger_ms
 from streamlab.paths import REPO_ROOT
+from streamlab.restart_trials import batches, pinned_settings
 from streamlab.session import LOG_FILE
 
 TIMEOUT_S = 5
 KEEP_SENDING = ["m1", "m4"]
 STOP = ["m3", "m6"]  # m3 shares partition 0 with m1; m6 is alone on partition 3
 START = "m5"  # starts during the downtime, on m4's partition
+ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 
 
 def start_monitor(connection_string: str, work: Path, run: str, *extra: str) -> subprocess.Popen:
@@ -194,6 +196,7 @@ def test_a_restart_after_downtime_reports_exactly_what_happened(tmp_path, down_s
             hub.connection_string, fleet, tmp_path, down_s
         )
     check_transitions(before, after, stopped, killed_at)
+    assert pinned_settings(tmp_path / "checkpoint")[ENCODING] == "avro"
 
 
 def test_each_writer_writes_the_same_rows_and_a_retried_batch_replaces_the_first_attempt(
@@ -247,6 +250,45 @@ def test_each_writer_writes_the_same_rows_and_a_retried_batch_replaces_the_first
     )
     with pytest.raises(ValueError, match="writer must be one of spark, arrow, not 'csv'"):
         batch_writer(tmp_path, "csv")
+
+
+def committed_transition(checkpoint: Path, output: Path, machine: str) -> bool:
+    """True once a batch that wrote a transition of ``machine`` has committed."""
+    written = [r["batch_id"] for r in read_transitions(output) if r["machine_name"] == machine]
+    committed = batches(checkpoint / "commits")
+    return bool(written and committed and committed[-1] >= written[0])
+
+
+def test_the_monitor_starts_its_query_with_the_avro_state_encoding_for_that_query_only(
+    spark, tmp_path
+):
+    """Avro lets the processor's state gain, drop or widen a field in a later release, and a
+    checkpoint pins the encoding of its first batch: the monitor must start with it. The
+    session is put back as found, for the next query's own."""
+    from streamlab.deadlines import stop
+    from streamlab.monitor import reference_solution, start
+    from streamlab.restart_trials import session_conf
+
+    lab = reference_solution()
+    with start_subprocess(data_dir=tmp_path / "hub") as hub, Fleet(hub.connection_string) as fleet:
+        fleet.add("m1")
+        with session_conf(spark, {ENCODING: "unsaferow"}):
+            out, cp = tmp_path / "out", tmp_path / "cp"
+            query = start(spark, hub.connection_string, str(cp), str(out), lab=lab)
+            try:
+                assert spark.conf.get(ENCODING) == "unsaferow"
+                wait_for(
+                    lambda: query.exception() or committed_transition(cp, out, "m1"),
+                    timeout=240,
+                    what="m1's first transition, in a committed micro-batch",
+                )
+                assert query.exception() is None, query.exception()
+            finally:
+                stop(query, what="the monitor's query to stop")
+    assert pinned_settings(cp)[ENCODING] == "avro"
+    # Lab 05 reads the monitor's state with the state reader: it reads Avro too.
+    values = spark.read.format("statestore").option("stateVarName", "partition")
+    assert "m1" in [name for row in values.load(str(cp)).collect() for name in row.value.names]
 
 
 # -- the monitor watches its own query --------------------------------------------------------

@@ -219,6 +219,8 @@ class _Processor(StatefulProcessor):
             self.handle.getValueState("late", StructType([StructField("n", LongType())]))
         if self.misstep == "empty list":
             self.seen.put([])
+        if self.misstep == "none":
+            self.count.update(None)  # type: ignore[arg-type]
         if self.misstep == "raise":
             raise ValueError("a heartbeat without a machine")
         self.count.update((n,))
@@ -328,6 +330,164 @@ def _a_table_overwritten_under_a_query(spark, tmp_path):
 @provokes("UNRESOLVED_COLUMN.WITH_SUGGESTION")
 def _a_misspelt_column(spark, tmp_path):
     return beats(spark, tmp_path / "in").select("machine").schema
+
+
+# -- what a sentence says, made to happen ----------------------------------------------------
+
+SITED = "machine_name STRING, site STRING, event_time TIMESTAMP"
+
+
+def sited(spark: SparkSession, folder: Path, rows: list[tuple[str, str]]):
+    """A stream of heartbeats with their machine's site, read from ``folder`` (one file now)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    name = folder / f"part-{sum(1 for _ in folder.glob('*.json'))}.json"
+    name.write_text(
+        "".join(
+            json.dumps({"machine_name": m, "site": s, "event_time": "2026-11-22T10:00:00Z"}) + "\n"
+            for m, s in rows
+        )
+    )
+    return spark.readStream.schema(SITED).json(str(folder))
+
+
+def table_after(df: DataFrame, checkpoint: Path, name: str, mode: str = "complete") -> list:
+    """One availableNow run of ``df`` into the memory table ``name``; its rows, sorted."""
+    query = (
+        df.writeStream.format("memory")
+        .queryName(name)
+        .outputMode(mode)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        finish(query, within=120, what=f"the query writing {name} to end")
+    finally:
+        query.stop()
+    return sorted(tuple(row) for row in df.sparkSession.table(name).collect())
+
+
+def meaning(condition: str) -> str:
+    found = spark_errors.taught(condition)
+    assert found is not None, f"the course no longer explains {condition}"
+    return found.meaning
+
+
+def test_a_regrouping_by_another_column_of_the_same_type_runs_on_the_old_state(spark, tmp_path):
+    first = sited(spark, tmp_path / "in", [("m1", "Lyon"), ("m1", "Lyon"), ("m2", "Oslo")])
+    by_machine = table_after(first.groupBy("machine_name").count(), tmp_path / "cp", "by_machine")
+    assert by_machine == [("m1", 2), ("m2", 1)]
+    more = sited(spark, tmp_path / "in", [("m3", "Lyon")])
+    by_site = table_after(more.groupBy("site").count(), tmp_path / "cp", "by_site")
+    # No error: the old machines' counts come back as sites, beside the one new row's site.
+    assert by_site == [("Lyon", 1), ("m1", 2), ("m2", 1)]
+    said = meaning("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE")
+    assert "not caught" in said and 'groupBy("site")' in said and "old state" in said
+
+
+def test_a_renamed_aggregate_column_restarts_and_counts_on_from_the_old_values(spark, tmp_path):
+    first = sited(spark, tmp_path / "in", [("m1", "Lyon"), ("m1", "Lyon"), ("m2", "Oslo")])
+    beats_ = first.groupBy("machine_name").agg(F.count("*").alias("beats"))
+    assert table_after(beats_, tmp_path / "cp", "beats") == [("m1", 2), ("m2", 1)]
+    more = sited(spark, tmp_path / "in", [("m1", "Lyon")])
+    renamed = more.groupBy("machine_name").agg(F.count("*").alias("heartbeats"))
+    assert table_after(renamed, tmp_path / "cp", "heartbeats") == [("m1", 3), ("m2", 1)]
+    said = meaning("STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE")
+    assert "names are not part of the check" in said and "counts on from the old values" in said
+
+
+def test_an_aggregation_refuses_the_avro_state_encoding(spark, tmp_path):
+    # What `site/run-it-for-real.md` quotes, and why an aggregation's state never evolves.
+    quoted = "State store encoding format as avro is not supported for operator=aggregation"
+    with session_conf(spark, {"spark.sql.streaming.stateStore.encodingFormat": "avro"}):
+        with pytest.raises(Exception, match=quoted):
+            counted(spark, tmp_path)
+    page = (REPO_ROOT / "site" / "run-it-for-real.md").read_text()
+    assert quoted in " ".join(page.split())
+    assert "avro" not in meaning("STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE").lower()
+
+
+def test_case_does_not_count_in_a_column_name(spark, tmp_path):
+    assert spark.conf.get("spark.sql.caseSensitive") == "false"
+    source = beats(spark, tmp_path / "in")
+    assert len(source.select("MACHINE_NAME", "Event_Time").schema) == 2
+    said = meaning("UNRESOLVED_COLUMN")
+    assert "Case does not count" in said and "are exact" not in said
+
+
+def test_a_file_that_is_not_parquet_is_not_explained_as_a_file_that_is_gone(spark, tmp_path):
+    (tmp_path / "table").mkdir()
+    (tmp_path / "table" / "part-0.parquet").write_bytes(b"not parquet " * 20)
+    with pytest.raises(Exception) as caught:
+        spark.read.schema("machine_name STRING").parquet(str(tmp_path / "table")).collect()
+    found = spark_errors.conditions(caught.value)
+    assert "FAILED_READ_FILE.NO_HINT" in found, found
+    assert spark_errors.taught_for(caught.value) is None
+    for other in ("CANNOT_READ_FILE_FOOTER", "PARQUET_COLUMN_DATA_TYPE_MISMATCH", "NO_HINT"):
+        assert spark_errors.taught(f"FAILED_READ_FILE.{other}") is None
+
+
+def _append_with_a_watermark(spark, tmp_path):
+    windows = (
+        beats(spark, tmp_path / "in")
+        .withWatermark("event_time", "10 seconds")
+        .groupBy(F.window("event_time", "10 seconds"))
+        .count()
+    )
+    run_once(windows, tmp_path / "cp", mode="append")
+
+
+def _on_a_clock(misstep: str) -> Provocation:
+    def run(spark, tmp_path):
+        # A processing-time clock runs a batch at every trigger, data or not: an availableNow
+        # run ends only without those.
+        with session_conf(spark, {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
+            processed(spark, tmp_path, misstep, "ProcessingTime")
+
+    return run
+
+
+#: What a sentence gives as the way that works, run on Spark: none of these may raise.
+REMEDY: dict[str, Provocation] = {
+    "STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION": _append_with_a_watermark,
+    "STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL": _on_a_clock("ttl"),
+    "STATEFUL_PROCESSOR_CANNOT_PERFORM_OPERATION_WITH_INVALID_TIME_MODE": _on_a_clock("timer"),
+}
+
+
+@pytest.mark.parametrize("condition", REMEDY)
+def test_the_way_a_sentence_gives_runs(condition, spark, tmp_path):
+    assert spark_errors.taught(condition) is not None
+    REMEDY[condition](spark, tmp_path)
+
+
+class _Emptied(StatefulProcessor):
+    """Fills its list state, empties it with ``clear()``, and says how many items are left."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.seen = handle.getListState("seen", StructType([StructField("s", StringType())]))
+
+    def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
+        self.seen.put([(row.machine_name,) for row in rows])
+        self.seen.clear()
+        yield Row(machine_name=key[0], n=sum(1 for _ in self.seen.get()))
+
+
+def test_a_list_state_is_emptied_with_clear(spark, tmp_path):
+    source = beats(spark, tmp_path / "in")
+    emptied = source.groupBy("machine_name").transformWithState(_Emptied(), OUT, "Update", "None")
+    assert table_after(emptied, tmp_path / "cp", "emptied", "update") == [("m1", 0), ("m2", 0)]
+    assert "`clear()`" in meaning("ILLEGAL_STATE_STORE_VALUE.EMPTY_LIST_VALUE")
+
+
+def test_a_value_state_set_to_none_fails_in_python_before_spark_sees_it(spark, tmp_path):
+    with pytest.raises(Exception) as caught:
+        processed(spark, tmp_path, "none")
+    assert "TypeError" in str(caught.value)
+    assert not any(
+        c.startswith("ILLEGAL_STATE_STORE_VALUE") for c in spark_errors.conditions(caught.value)
+    )
+    assert "None" not in meaning("ILLEGAL_STATE_STORE_VALUE.EMPTY_LIST_VALUE")
 
 
 # -- the tests ---------------------------------------------------------------------------------
