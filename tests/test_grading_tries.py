@@ -235,6 +235,7 @@ def test_reveal_shows_the_answer_and_the_grade_does_not_count_it_passed(course):
     assert graded["progress"]["passed"] == 1 and graded["progress"]["course_passed"] == 1
     # Revealed before any try: a miss.
     assert _record(course)["1.1"]["first_try"]["right"] is False
+    assert "counts as missed at the first try" in " ".join(out.stdout.split())
 
     stdout, graded = _grade(course)
     assert _rows(graded)["1.1"]["status"] == "revealed"

@@ -107,8 +107,8 @@ def as_html(exercise: str, cells: Iterable[AnswerCell]) -> str:
 
 def write_opened(graded: dict, folder: Path, root: Path | None = None) -> list[str]:
     """Write the answer cells of every exercise that passed in ``graded`` (this grading, not
-    an earlier one's) to ``folder/N.M.md``; a line per file, saying where to read it."""
-    lines = []
+    an earlier one's) to ``folder/N.M.md``; one line that says where to read them, or none."""
+    pages = []
     for lab in graded.get("labs", []):
         for row in lab.get("exercises", []):
             if row.get("earlier") or row.get("status") != "passed":
@@ -120,10 +120,10 @@ def write_opened(graded: dict, folder: Path, root: Path | None = None) -> list[s
             page = folder / f"{row['id']}.md"
             title = f"# Exercise {row['id']} · {row.get('title', '')}\n\n"
             page.write_text(title + as_text(row["id"], cells) + "\n", encoding="utf-8")
-            lines.append(
-                f"Exercise {row['id']} passed: read its answer, explained, in {_shown(page)}."
-            )
-    return lines
+            pages.append(_shown(page))
+    if not pages:
+        return []
+    return [f"Passed, with its answer explained: {', '.join(pages)}."]
 
 
 def _shown(path: Path) -> str:
