@@ -327,5 +327,16 @@ def test_check_shows_the_answer_cells_under_a_pass_and_keeps_the_first_try(cours
     assert "<strong>24</strong>" in shown  # the markdown, rendered
     assert "<pre style='margin:2px 0'>24</pre>" in shown  # the proof cell's recorded output
     assert ANSWERS["1.2"] in text
-    assert "The code cell tagged answer-1.2 under this exercise's check now runs" in text
+    assert "The code cells tagged answer-1.2 under this exercise's check now run" in text
     assert _record(course)["1.1"]["first_try"]["right"] is False  # still the first try
+
+
+def test_a_wrong_answer_is_told_which_parts_are_wrong_in_words_without_the_right_values():
+    from streamlab.grading.attempt import wrong_parts
+
+    spark = {"emitted": [("10:00:00", "P1", 2), ("10:00:20", "P1", 2)], "dropped": 1}
+    mine = {"emitted": [("10:00:00", "P1", 2), ("10:00:20", "P1", 3)], "dropped": 1}
+    said = wrong_parts(spark, mine)
+    assert said == "Right: 'dropped'. Not right yet: 'emitted' (1 of your 2 items right)."
+    assert wrong_parts([1, 2, 3], [3, 4]) == "1 of your 2 items are right."
+    assert wrong_parts(24, 22) == ""

@@ -36,8 +36,8 @@ class AnswerCell:
     def runs_now(self, exercise: str) -> str:
         """What stands for a code cell without a recorded output."""
         return (
-            f"The code cell tagged answer-{exercise} under this exercise's check now runs: "
-            "run it to see what Spark does."
+            f"The code cells tagged answer-{exercise} under this exercise's check now run: "
+            "run them to see what Spark does."
         )
 
 
@@ -77,10 +77,22 @@ def _joined(text: str | list[str]) -> str:
     return text if isinstance(text, str) else "".join(text)
 
 
+def _shown_cells(cells: Iterable[AnswerCell]) -> list[AnswerCell]:
+    """The cells to show: a code cell without output only once (one line says they run)."""
+    shown, said = [], False
+    for cell in cells:
+        if cell.kind == "code" and not cell.output:
+            if said:
+                continue
+            said = True
+        shown.append(cell)
+    return shown
+
+
 def as_text(exercise: str, cells: Iterable[AnswerCell]) -> str:
     """The answer cells as markdown: the text as written, outputs in fenced blocks."""
     parts = []
-    for cell in cells:
+    for cell in _shown_cells(cells):
         if cell.kind == "markdown":
             parts.append(cell.source.strip())
         elif cell.output:
@@ -95,7 +107,7 @@ def as_html(exercise: str, cells: Iterable[AnswerCell]) -> str:
     import markdown
 
     parts = []
-    for cell in cells:
+    for cell in _shown_cells(cells):
         if cell.kind == "markdown":
             parts.append(markdown.markdown(cell.source, extensions=["fenced_code", "tables"]))
         elif cell.output:
