@@ -330,6 +330,10 @@ def test_check_shows_the_answer_cells_under_a_pass_and_keeps_the_first_try(cours
     assert "The code cells tagged answer-1.2 under this exercise's check now run" in text
     assert _record(course)["1.1"]["first_try"]["right"] is False  # still the first try
 
+    assert _reveal(course, "1.3").returncode == 0
+    text, _ = _check_magic(course, "1.3")
+    assert "revealed" in text and ANSWERS["1.3"] in text  # its code is still a stub
+
 
 def test_a_wrong_answer_is_told_which_parts_are_wrong_in_words_without_the_right_values():
     from streamlab.grading.attempt import wrong_parts
