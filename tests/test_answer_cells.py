@@ -85,6 +85,13 @@ def test_an_answer_code_cell_keeps_its_code_behind_a_guard_line():
     assert cells[2].source == "## What comes next"
 
 
+def test_a_cell_magic_stays_the_first_line_of_a_guarded_cell():
+    [cell, _] = _generated(_tagged(new_code_cell("%%time\n" + MEASURED), f"answer-{PREDICT}"))
+    lines = cell.source.splitlines()
+    assert lines[0] == "%%time" and lines[1].startswith("from streamlab.grading import")
+    assert "\n".join(lines[2:]) == MEASURED
+
+
 def test_an_answer_tag_for_an_exercise_the_lab_does_not_have_is_refused():
     with pytest.raises(AuthoringError, match=r"answer-9\.9.*lab 02 has no exercise 9\.9"):
         _generated(_tagged(new_markdown_cell(TOLD), "answer-9.9"))

@@ -235,6 +235,7 @@ def test_reveal_shows_the_answer_and_the_grade_does_not_count_it_passed(course):
     assert graded["progress"]["passed"] == 1 and graded["progress"]["course_passed"] == 1
     # Revealed before any try: a miss.
     assert _record(course)["1.1"]["first_try"]["right"] is False
+    assert "counts as missed at the first try" in " ".join(out.stdout.split())
 
     stdout, graded = _grade(course)
     assert _rows(graded)["1.1"]["status"] == "revealed"
@@ -326,5 +327,20 @@ def test_check_shows_the_answer_cells_under_a_pass_and_keeps_the_first_try(cours
     assert "<strong>24</strong>" in shown  # the markdown, rendered
     assert "<pre style='margin:2px 0'>24</pre>" in shown  # the proof cell's recorded output
     assert ANSWERS["1.2"] in text
-    assert "The code cell tagged answer-1.2 under this exercise's check now runs" in text
+    assert "The code cells tagged answer-1.2 under this exercise's check now run" in text
     assert _record(course)["1.1"]["first_try"]["right"] is False  # still the first try
+
+    assert _reveal(course, "1.3").returncode == 0
+    text, _ = _check_magic(course, "1.3")
+    assert "revealed" in text and ANSWERS["1.3"] in text  # its code is still a stub
+
+
+def test_a_wrong_answer_is_told_which_parts_are_wrong_in_words_without_the_right_values():
+    from streamlab.grading.attempt import wrong_parts
+
+    spark = {"emitted": [("10:00:00", "P1", 2), ("10:00:20", "P1", 2)], "dropped": 1}
+    mine = {"emitted": [("10:00:00", "P1", 2), ("10:00:20", "P1", 3)], "dropped": 1}
+    said = wrong_parts(spark, mine)
+    assert said == "Right: 'dropped'. Not right yet: 'emitted' (1 of your 2 items right)."
+    assert wrong_parts([1, 2, 3], [3, 4]) == "1 of your 2 items are right."
+    assert wrong_parts(24, 22) == ""

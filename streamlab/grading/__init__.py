@@ -9,6 +9,9 @@
 - :mod:`.verdict` turns what a check raised into a status and a sentence.
 - :mod:`.tries` keeps what the learner tried across gradings (graded once, first tries,
   reveals); its :func:`~.tries.require_graded` guards a notebook's answer cells.
+  :mod:`.attempt` is what a check, in the child, made of the learner's answer;
+  :mod:`.answers` reads an exercise's answer cells from ``solutions/`` for ``%check`` and
+  ``build/answers/``; :mod:`.reveal` is ``nox -s reveal``.
 - :mod:`.report` prints the table and writes ``build/grade.json``; :mod:`.unsaved` notices
   a notebook whose kernel ran newer code than its file holds.
 """

@@ -36,8 +36,8 @@ class AnswerCell:
     def runs_now(self, exercise: str) -> str:
         """What stands for a code cell without a recorded output."""
         return (
-            f"The code cell tagged answer-{exercise} under this exercise's check now runs: "
-            "run it to see what Spark does."
+            f"The code cells tagged answer-{exercise} under this exercise's check now run: "
+            "run them to see what Spark does."
         )
 
 
@@ -77,10 +77,22 @@ def _joined(text: str | list[str]) -> str:
     return text if isinstance(text, str) else "".join(text)
 
 
+def _shown_cells(cells: Iterable[AnswerCell]) -> list[AnswerCell]:
+    """The cells to show: a code cell without output only once (one line says they run)."""
+    shown, said = [], False
+    for cell in cells:
+        if cell.kind == "code" and not cell.output:
+            if said:
+                continue
+            said = True
+        shown.append(cell)
+    return shown
+
+
 def as_text(exercise: str, cells: Iterable[AnswerCell]) -> str:
     """The answer cells as markdown: the text as written, outputs in fenced blocks."""
     parts = []
-    for cell in cells:
+    for cell in _shown_cells(cells):
         if cell.kind == "markdown":
             parts.append(cell.source.strip())
         elif cell.output:
@@ -95,7 +107,7 @@ def as_html(exercise: str, cells: Iterable[AnswerCell]) -> str:
     import markdown
 
     parts = []
-    for cell in cells:
+    for cell in _shown_cells(cells):
         if cell.kind == "markdown":
             parts.append(markdown.markdown(cell.source, extensions=["fenced_code", "tables"]))
         elif cell.output:
@@ -107,8 +119,8 @@ def as_html(exercise: str, cells: Iterable[AnswerCell]) -> str:
 
 def write_opened(graded: dict, folder: Path, root: Path | None = None) -> list[str]:
     """Write the answer cells of every exercise that passed in ``graded`` (this grading, not
-    an earlier one's) to ``folder/N.M.md``; a line per file, saying where to read it."""
-    lines = []
+    an earlier one's) to ``folder/N.M.md``; one line that says where to read them, or none."""
+    pages = []
     for lab in graded.get("labs", []):
         for row in lab.get("exercises", []):
             if row.get("earlier") or row.get("status") != "passed":
@@ -120,10 +132,10 @@ def write_opened(graded: dict, folder: Path, root: Path | None = None) -> list[s
             page = folder / f"{row['id']}.md"
             title = f"# Exercise {row['id']} · {row.get('title', '')}\n\n"
             page.write_text(title + as_text(row["id"], cells) + "\n", encoding="utf-8")
-            lines.append(
-                f"Exercise {row['id']} passed: read its answer, explained, in {_shown(page)}."
-            )
-    return lines
+            pages.append(_shown(page))
+    if not pages:
+        return []
+    return [f"Passed, with its answer explained: {', '.join(pages)}."]
 
 
 def _shown(path: Path) -> str:

@@ -97,22 +97,31 @@ def wrong_parts(expected: Any, actual: Any) -> str:
     sentence that holds none of the expected values."""
     if isinstance(expected, dict) and isinstance(actual, dict):
         right = [k for k in actual if k in expected and actual[k] == expected[k]]
-        wrong = [k for k in actual if k not in right]
+        wrong = [
+            repr(k) + _items_right(expected.get(k), actual[k], " ({} of your {} items right)")
+            for k in actual
+            if k not in right
+        ]
         said = f"Not right yet: {_listed(wrong)}." if wrong else ""
         if right:
-            said = f"Right: {_listed(right)}. {said}".strip()
+            said = f"Right: {_listed([repr(k) for k in right])}. {said}".strip()
         return said
-    if isinstance(expected, list | tuple) and isinstance(actual, list | tuple):
-        remaining = list(expected)
-        matched = 0
-        for item in actual:
-            if item in remaining:
-                remaining.remove(item)
-                matched += 1
-        return f"{matched} of your {len(actual)} items are right."
-    return ""
+    return _items_right(expected, actual, "{} of your {} items are right.")
 
 
-def _listed(keys: list) -> str:
-    shown = [repr(k) for k in keys]
+def _items_right(expected: Any, actual: Any, said: str) -> str:
+    """How many items of the list ``actual`` are in the list ``expected``, in ``said``
+    ({} for the count right, {} for the count given); ``""`` unless both are lists."""
+    if not (isinstance(expected, list | tuple) and isinstance(actual, list | tuple)):
+        return ""
+    remaining = list(expected)
+    matched = 0
+    for item in actual:
+        if item in remaining:
+            remaining.remove(item)
+            matched += 1
+    return said.format(matched, len(actual))
+
+
+def _listed(shown: list[str]) -> str:
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + f" and {shown[-1]}"

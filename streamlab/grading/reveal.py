@@ -77,16 +77,17 @@ def _section(title: str, body: str) -> list[str]:
     return ["", title, "-" * len(title), body] if body else []
 
 
-def shown(lab: registry.Lab, exercise: registry.Exercise) -> str:
-    """What ``nox -s reveal`` prints for ``exercise``."""
+def shown(lab: registry.Lab, exercise: registry.Exercise, first_try: dict | None = None) -> str:
+    """What ``nox -s reveal`` prints for ``exercise``; ``first_try`` is its record's."""
     cells = answers.answer_cells(exercise.id)
     code = solution_code(lab, exercise.id)
-    lines = [f"Exercise {exercise.id} · {exercise.title}: revealed."]
-    lines += textwrap.wrap(
+    said = (
         f"The grade now says {exercise.id} is revealed, not passed; it counts as passed once "
-        "your own code passes.",
-        width=88,
+        "your own code passes."
     )
+    if first_try and first_try.get("revealed"):
+        said += " Revealed before you answered, it counts as missed at the first try."
+    lines = [f"Exercise {exercise.id} · {exercise.title}: revealed.", *textwrap.wrap(said, 88)]
     lines += _section(
         "What the notebook shows after its check", answers.as_text(exercise.id, cells)
     )
@@ -115,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         and not tries.is_course_solutions(str(graded.get("notebooks", "")))
     ):
         report.write_json(report.with_tries(graded, record), grade_file)
-    print(shown(lab, exercise))
+    print(shown(lab, exercise, record[exercise.id].get("first_try")))
     return 0
 
 

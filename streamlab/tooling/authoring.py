@@ -136,6 +136,16 @@ def make_lab_notebook(solution: nbformat.NotebookNode, lab: Lab) -> nbformat.Not
     return notebook
 
 
+def guarded(source: str, exercise: str) -> str:
+    """An answer code cell's ``source`` behind its guard line: first, or right after a cell
+    magic's line (``%%time``), which must stay the cell's first."""
+    guard = ANSWER_GUARD.format(id=exercise)
+    first, newline, rest = source.partition("\n")
+    if first.lstrip().startswith("%%"):
+        return f"{first}\n{guard}{newline}{rest}"
+    return f"{guard}\n{source}"
+
+
 def closed_answers(cells: list, lab: Lab) -> list:
     """``cells`` with every answer cell closed: a run of consecutive answer cells of one
     exercise keeps its code cells, each behind the guard line, and its first markdown cell,
@@ -159,7 +169,7 @@ def closed_answers(cells: list, lab: Lab) -> list:
         if exercise != run:
             run, placed = exercise, False
         if cell.cell_type == "code":
-            cell.source = ANSWER_GUARD.format(id=exercise) + "\n" + cell.source
+            cell.source = guarded(cell.source, exercise)
             closed.append(cell)
         elif not placed:
             cell.source = ANSWER_PLACEHOLDER.format(id=exercise)
