@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -109,7 +109,7 @@ class Settler:
     """A crux of an exercise, or a telling of its answer's values."""
 
     what: str
-    match: object  # (unit) -> str | None: the text that settles, or None
+    match: Callable[[str], str | None]  # a unit -> the text in it that settles, or None
 
 
 def _crux_settler(pattern: str) -> Settler:
