@@ -60,11 +60,19 @@ def _site_folds() -> list[tuple[Path, str, str]]:
     ]
 
 
-def _sample(folded: str) -> str:
-    """A stretch of the fold's text as a reader of the built page finds it."""
-    rendered = _text(markdown.markdown(folded, extensions=["tables", "attr_list"]))
-    words = rendered.split()
-    return " ".join(words[len(words) // 3 : len(words) // 3 + 6])
+def _rendered(text: str) -> str:
+    return _text(markdown.markdown(text, extensions=["tables", "attr_list"]))
+
+
+def _sample(page: Path, folded: str) -> str:
+    """Eight words of the fold's text, as a reader finds them, that the page says nowhere else."""
+    elsewhere = _rendered(_FOLD.sub("", page.read_text(encoding="utf-8")))
+    words = _rendered(folded).split()
+    for start in range(max(len(words) - 7, 1)):
+        sample = " ".join(words[start : start + 8])
+        if sample not in elsewhere:
+            return sample
+    raise AssertionError(f"{page.name}: a fold that says nothing the page does not say anyway")
 
 
 def _built_page(site: Path, source: Path) -> str:
@@ -150,7 +158,7 @@ def test_the_built_site_opens_each_fold_with_its_exercise_and_no_sooner(tmp_path
     index = (closed / "search" / "search_index.json").read_text(encoding="utf-8")
     searched = _text(" ".join(doc.get("text", "") for doc in json.loads(index)["docs"]))
     for page, exercise, folded in folds:
-        sample = _sample(folded)
+        sample = _sample(page, folded)
         where = f"{page.name}, the fold after {exercise}: {sample!r}"
         assert sample in _built_page(opened, page), where
         assert sample in _built_page(instructor, page), where
