@@ -169,7 +169,7 @@ SAID: dict[str, dict] = {
             r".{0,80}avro|avro,? set (?:now|after|only)"
         ),
         "runs": r"\bruns?\b",
-        "refused": r"refus\w*|fails?",
+        "refused": r"refus\w*|\bfails?\b",
         "ignored": r"ignored|\bwins\b",
     },
     "10.5": {

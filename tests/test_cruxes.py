@@ -1,0 +1,324 @@
+"""Answers open by passing: the fact that settles an exercise is read only once it passed.
+
+DESIGN.md, "Ask before telling; answers open by passing". ``tests/test_ask_before_telling.py``
+looks for an answer's *values* before its ``%check`` cell; this guard also looks for its
+**crux**: the few phrases that settle a prediction, or a debug exercise's cause and the design
+of its fix. Each predict and debug exercise names its crux in ``discussions.toml``
+(``crux = ["regex", ...]``, case-insensitive regexes written to catch a paraphrase), and no
+crux and no telling of an answer value (rendered as ``test_ask_before_telling`` renders them)
+may be read before the exercise passes:
+
+- (a) in the lab's notebook, ``solutions/`` and ``labs/``, anywhere (a learner scrolls), but for
+  the cells tagged ``answer-N.M``, which open under ``%check N.M``'s verdict on a pass, and the
+  solution regions (in ``labs/``, a stub). A recorded output counts with its cell;
+- (b) on every page under ``site/``, but for the text inside ``<!-- after N.M -->`` ...
+  ``<!-- /after -->``, which the site opens once N.M passed. Folds may nest. A fold after an
+  exercise of an *earlier lab* also covers a later lab's crux: what a passed exercise taught,
+  a later one may build on (5.9's pinned settings, 10.1's restart);
+- (c) on ``site/spark-errors.md`` (folds as in (b)), and in what ``streamlab/spark_errors.py``
+  adds to an error's message, which a notebook prints whenever Spark raises;
+- (d) in hint tiers 1 to 3 of any exercise of the same lab (``course.toml``): a hint leads,
+  it does not settle. 9.6's hints come after its diagnosis, 9.5, and are left out for it.
+
+A place is one test function, so each says on its own whether it holds. A finding names the
+exercise, the place (file and cell, line or hint tier), what matched and the text it is in.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+from test_ask_before_telling import (
+    _DRAWN,
+    ASKED,
+    DEBUG,
+    DIAGNOSED_BY,
+    PREDICT,
+    _drawn_units,
+    _outputs,
+    answer_tellings,
+    lab_of,
+    notebook,
+    units,
+)
+
+from streamlab import spark_errors
+from streamlab.paths import REPO_ROOT
+from streamlab.tooling.notebooks import split_regions, tags
+
+#: Every exercise that asks before it tells: a prediction, or a debug exercise's cause and fix.
+CRUCIAL = PREDICT + DEBUG
+SITE = REPO_ROOT / "site"
+ERRORS_PAGE = SITE / "spark-errors.md"
+#: Hint tiers a learner reads before the answer; a later tier, if any, is the bottom-out one.
+LEADING_TIERS = 3
+
+
+def answer_tag(exercise: str) -> str:
+    return f"answer-{exercise}"
+
+
+# -- what settles an exercise --------------------------------------------------------------------
+
+
+@cache
+def cruxes() -> dict[str, tuple[str, ...]]:
+    with open(REPO_ROOT / "discussions.toml", "rb") as handle:
+        discussions = tomllib.load(handle)
+    return {k: tuple(v["crux"]) for k, v in discussions.items() if "crux" in v}
+
+
+@dataclass(frozen=True)
+class Settler:
+    """A crux of an exercise, or a telling of its answer's values."""
+
+    what: str
+    match: object  # (unit) -> str | None: the text that settles, or None
+
+
+def _crux_settler(pattern: str) -> Settler:
+    compiled = re.compile(pattern, re.I)
+
+    def match(unit: str) -> str | None:
+        found = compiled.search(unit)
+        return found.group(0) if found else None
+
+    return Settler(f"crux /{pattern[:60]}{'...' if len(pattern) > 60 else ''}/", match)
+
+
+def _telling_settler(telling) -> Settler:
+    return Settler(f"answer {telling.what}", lambda unit: unit if telling.found_in(unit) else None)
+
+
+@cache
+def settlers(exercise: str) -> tuple[Settler, ...]:
+    found = [_crux_settler(p) for p in cruxes().get(exercise, ())]
+    if exercise in ASKED:
+        found += [_telling_settler(t) for t in answer_tellings(exercise)]
+    return tuple(found)
+
+
+def findings(exercise: str, where_units: Iterable[tuple[str, str]]) -> list[str]:
+    said = settlers(exercise)
+    found = []
+    for where, unit in where_units:
+        for settler in said:
+            text = settler.match(unit)
+            if text:
+                shown = unit if len(unit) <= 200 else unit[:200] + "..."
+                found.append(f"{exercise}, {where}: {settler.what} matches {text!r} in {shown!r}")
+    return found
+
+
+def report(exercise: str, place: str, found: list[str]) -> str:
+    head = f"exercise {exercise}: {len(found)} finding(s) {place}, before it passes:\n"
+    return head + "\n".join(found[:40]) + ("\n..." if len(found) > 40 else "")
+
+
+# -- (a) the notebook ----------------------------------------------------------------------------
+
+
+def _code_units(text: str) -> Iterator[str]:
+    """A code cell read as a learner reads it: each line, and its comments joined as prose."""
+    comments: list[str] = []
+    for line in [*text.splitlines(), ""]:
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            comments.append(stripped.lstrip("#").strip())
+            continue
+        if comments:
+            yield from units("\n".join(comments))
+            comments = []
+        if stripped:
+            yield stripped
+
+
+def notebook_units(exercise: str, root: str) -> Iterator[tuple[str, str]]:
+    """(where, unit) for every cell of the exercise's notebook a learner reads before a pass."""
+    lab = lab_of(exercise)
+    path = lab.notebook(REPO_ROOT / root).relative_to(REPO_ROOT)
+    for i, cell in enumerate(notebook(lab, root).cells):
+        if answer_tag(exercise) in tags(cell):
+            continue
+        if cell.cell_type == "markdown":
+            for unit in units(cell.source):
+                yield f"{path} cell {i}", unit
+        elif cell.cell_type == "code":
+            for kind, lines in split_regions(cell.source):
+                if kind == "code":
+                    for unit in _code_units("\n".join(lines)):
+                        yield f"{path} cell {i}", unit
+            for line in _outputs(cell).splitlines():
+                if line.strip():
+                    yield f"{path} cell {i} output", line.strip()
+
+
+# -- (b), (c) the site ---------------------------------------------------------------------------
+
+_FOLD = re.compile(r"<!--\s*(?:after\s+(\d+\.\d+)|(/)after)\s*-->")
+
+
+def _lab_number(exercise: str) -> int:
+    return int(exercise.split(".")[0])
+
+
+def opens_for(folds: tuple[str, ...], exercise: str) -> bool:
+    """True when text inside ``folds`` may hold ``exercise``'s crux: a fold after the exercise
+    itself, or after one of an earlier lab."""
+    return any(f == exercise or _lab_number(f) < _lab_number(exercise) for f in folds)
+
+
+def folded(text: str) -> Iterator[tuple[int, tuple[str, ...], str]]:
+    """``text`` as (first line, enclosing folds, paragraph), fold markers removed."""
+    stack: list[str] = []
+    at = 0
+    pieces: list[tuple[int, tuple[str, ...], str]] = []
+    for marker in [*_FOLD.finditer(text), None]:
+        end = marker.start() if marker else len(text)
+        pieces.append((text.count("\n", 0, at) + 1, tuple(stack), text[at:end]))
+        if marker and marker.group(1):
+            stack.append(marker.group(1))
+        elif marker and stack:
+            stack.pop()
+        at = marker.end() if marker else end
+    for line, folds, piece in pieces:
+        offset = 0
+        for block in re.split(r"(\n\s*\n)", piece):
+            if block.strip() and not re.fullmatch(r"\n\s*\n", block):
+                lead = len(block) - len(block.lstrip("\n"))
+                yield line + piece.count("\n", 0, offset) + lead, folds, block
+            offset += len(block)
+
+
+def page_units(page: Path, exercise: str) -> Iterator[tuple[str, str]]:
+    """(where, unit) for what a page shows before ``exercise`` passes."""
+    where = str(page.relative_to(REPO_ROOT))
+    for line, folds, block in folded(page.read_text()):
+        if opens_for(folds, exercise):
+            continue
+        for drawing in _DRAWN.findall(block):
+            for unit in _drawn_units(drawing):
+                yield f"{where} l. {line} (the time view's still)", unit
+        for unit in units(_DRAWN.sub("", block)):
+            yield f"{where} l. {line}", unit
+
+
+def site_pages() -> list[Path]:
+    return sorted(p for p in SITE.rglob("*.md") if p != ERRORS_PAGE)
+
+
+def error_messages() -> Iterator[tuple[str, str]]:
+    for taught in spark_errors.TAUGHT:
+        for unit in units(f"{taught.condition}: {taught.sentence()}"):
+            yield f"streamlab/spark_errors.py ({taught.condition})", unit
+
+
+# -- (d) the hints -------------------------------------------------------------------------------
+
+
+def leading_hint_units(exercise: str) -> Iterator[tuple[str, str]]:
+    for other in lab_of(exercise).exercises:
+        if DIAGNOSED_BY.get(other.id) == exercise:
+            continue
+        for tier, hint in enumerate(other.hints[:LEADING_TIERS], 1):
+            for unit in units(hint):
+                yield f"course.toml, {other.id}'s hint {tier}", unit
+
+
+# -- the rules -----------------------------------------------------------------------------------
+
+
+def test_every_predict_and_debug_exercise_names_its_crux():
+    missing = [e for e in CRUCIAL if not cruxes().get(e)]
+    assert not missing, f"no `crux = [...]` in discussions.toml for {missing}"
+    unknown = sorted(set(cruxes()) - set(CRUCIAL))
+    assert not unknown, f"a crux for an exercise that is neither predict nor debug: {unknown}"
+
+
+@pytest.mark.parametrize("exercise", CRUCIAL)
+def test_a_crux_is_a_regex_and_one_settles_the_exercise_in_its_discussion(exercise):
+    # A crux list none of which matches the exercise's own explanation would guard something
+    # else; the others may name a wording a page or a hint once used.
+    for pattern in cruxes()[exercise]:
+        re.compile(pattern, re.I)
+    with open(REPO_ROOT / "discussions.toml", "rb") as handle:
+        explained = units(tomllib.load(handle)[exercise]["text"])
+    assert any(re.search(p, u, re.I) for p in cruxes()[exercise] for u in explained), (
+        f"{exercise}: no crux matches its discussion"
+    )
+
+
+@pytest.mark.parametrize("root", ["solutions", "labs"])
+@pytest.mark.parametrize("exercise", CRUCIAL)
+def test_the_notebook_tells_an_answer_only_in_its_answer_cells(exercise, root):
+    found = findings(exercise, notebook_units(exercise, root))
+    assert not found, report(exercise, f"in {root}/ outside `{answer_tag(exercise)}` cells", found)
+
+
+@pytest.mark.parametrize("exercise", CRUCIAL)
+def test_the_site_pages_tell_an_answer_only_in_its_fold(exercise):
+    where = (u for page in site_pages() for u in page_units(page, exercise))
+    found = findings(exercise, where)
+    assert not found, report(exercise, f"on site/ outside `<!-- after {exercise} -->`", found)
+
+
+@pytest.mark.parametrize("exercise", CRUCIAL)
+def test_the_errors_page_and_error_messages_do_not_tell_an_answer(exercise):
+    found = findings(exercise, [*page_units(ERRORS_PAGE, exercise), *error_messages()])
+    assert not found, report(exercise, "in Spark's errors explained", found)
+
+
+@pytest.mark.parametrize("exercise", CRUCIAL)
+def test_hints_1_to_3_do_not_settle_an_exercise(exercise):
+    found = findings(exercise, leading_hint_units(exercise))
+    assert not found, report(
+        exercise, f"in hints 1-{LEADING_TIERS} of lab {lab_of(exercise).id}", found
+    )
+
+
+# -- the guard's own parts -----------------------------------------------------------------------
+
+
+def test_a_fold_hides_a_crux_from_the_guard_until_its_exercise_passes():
+    text = (
+        "Watermarks, taught on other data.\n\n"
+        "<!-- after 2.4 -->\nProducer 1's 10:00:03 is dropped.\n<!-- /after -->\n\n"
+        "Then 10:00:22 joins a window still open.\n\n"
+        "<!-- after 2.6 -->\nOne more: 10:00:28 counts.\n<!-- /after -->\n"
+    )
+    shown = [(line, b.strip()) for line, folds, b in folded(text) if not opens_for(folds, "2.4")]
+    assert shown == [
+        (1, "Watermarks, taught on other data."),
+        (7, "Then 10:00:22 joins a window still open."),
+        (
+            10,
+            "One more: 10:00:28 counts.",
+        ),  # a fold after another exercise of its lab does not hide it
+    ]
+    found = findings("2.4", [(f"l. {line}", unit) for line, b in shown for unit in units(b)])
+    assert {f.split(": ")[0] for f in found} == {"2.4, l. 7", "2.4, l. 10"}, found
+    # Folds nest, and a fold after an exercise of an earlier lab covers a later lab's crux.
+    nested = "<!-- after 5.9 -->a<!-- after 10.1 -->b<!-- /after -->c<!-- /after -->d"
+    assert [(folds, b) for _, folds, b in folded(nested)] == [
+        (("5.9",), "a"),
+        (("5.9", "10.1"), "b"),
+        (("5.9",), "c"),
+        ((), "d"),
+    ]
+    assert opens_for(("5.9",), "10.1") and not opens_for(("5.2",), "5.3")
+
+
+def test_a_crux_catches_a_paraphrase_and_not_the_question():
+    said = [(s.what, s.match) for s in settlers("5.3") if s.what.startswith("crux")]
+    paraphrase = "In life 3 the query runs that same batch again, with the same input."
+    question = "Predict what the output holds after each of the three lives."
+    assert any(match(paraphrase) for _, match in said)
+    assert not any(match(question) for _, match in said)
+    said = [s.match for s in settlers("2.6") if s.what.startswith("crux")]
+    assert any(m("a retry lands in the hub again, with a later `enqueuedTime`") for m in said)
