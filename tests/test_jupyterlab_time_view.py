@@ -56,8 +56,8 @@ def run(name, df):
 lab02 = load_solution("02")
 beats = Path("in02").resolve()
 beat = lambda m, s: {"machine_name": m, "machine_time": at(s), "event_time": at(s)}
-write_deliveries(beats, [[beat("a", 1), beat("a", 2)], [beat("a", 12), beat("b", 31)],
-                         [beat("a", 45)], [beat("b", 3), beat("a", 4)]])
+write_deliveries(beats, [[beat("a", 5), beat("a", 6)], [beat("a", 14), beat("b", 34)],
+                         [beat("a", 48)], [beat("b", 7), beat("a", 8)]])
 query, checkpoint = run("lab02", lab02.final_counts(
     read_deliveries(spark, beats, lab02.HEARTBEAT_SCHEMA)))
 view = TimeView.of(query, spark=spark, checkpoint=checkpoint, title="lab 02: final counts")
@@ -134,7 +134,7 @@ def test_each_labs_view_shows_its_progress_reports_numbers_in_the_browser(browse
         late = views.nth(0).locator("tr.streamlab-time-row[data-batch='3'] .streamlab-dropped")
         assert (
             late.inner_text() == "2 late"
-        )  # lab 02's heartbeats of 10:00:03 and 10:00:04, in words
+        )  # lab 02's heartbeats of 10:00:07 and 10:00:08, in words
         views.nth(0).screenshot(path=str(_artifact("jupyterlab-time-view.png")))
     except Exception:
         page.screenshot(path=str(_artifact("jupyterlab-time-view-failure.png")))

@@ -120,12 +120,12 @@ def test_a_fold_is_one_line_until_its_exercise_passes_or_is_revealed(tmp_path):
         ),
         ("x\n\n<!-- /after -->\n", "site/x.md: `<!-- /after -->` on line 3 closes no fold."),
         (
-            "<!-- after 2.4 -->\n<!-- after 2.5 -->\nx\n<!-- /after -->\n<!-- /after -->\n",
-            "site/x.md: `<!-- after 2.5 -->` on line 2 is inside the fold of exercise 2.4 "
-            "opened on line 1: folds do not nest.",
+            "<!-- after 2.4 -->\n<!-- after 2.5 -->\nx\n<!-- /after -->\n",
+            "site/x.md: the fold `<!-- after 2.4 -->` on line 1 is never closed: end it with "
+            "`<!-- /after -->` on a line of its own.",
         ),
     ],
-    ids=["unknown-exercise", "unclosed", "stray-close", "nested"],
+    ids=["unknown-exercise", "unclosed", "stray-close", "unclosed-outer"],
 )
 def test_a_fold_that_cannot_be_read_stops_the_build_with_a_sentence(page, sentence):
     with pytest.raises(PluginError) as raised:
@@ -134,6 +134,18 @@ def test_a_fold_that_cannot_be_read_stops_the_build_with_a_sentence(page, senten
     fake = SimpleNamespace(file=SimpleNamespace(src_uri="x.md"))
     with pytest.raises(PluginError, match=re.escape(sentence[:30])):
         mkdocs_hooks.on_page_markdown(page, fake, config=None, files=None)
+
+
+def test_a_fold_inside_another_opens_only_with_both():
+    page = (
+        "<!-- after 2.4 -->\nouter\n<!-- after 2.6 -->\ninner\n<!-- /after -->\n<!-- /after -->\n"
+    )
+    assert mkdocs_hooks.unfold(page, {"2.4", "2.6"}).split() == ["outer", "inner"]
+    closed_inner = mkdocs_hooks.unfold(page, {"2.4"})
+    assert "outer" in closed_inner and "inner" not in closed_inner
+    assert mkdocs_hooks.folded_sentence("2.6") in closed_inner
+    closed_outer = mkdocs_hooks.unfold(page, {"2.6"})
+    assert closed_outer.strip() == mkdocs_hooks.folded_sentence("2.4")
 
 
 # --- the site, built -------------------------------------------------------------------------

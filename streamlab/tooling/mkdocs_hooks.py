@@ -43,7 +43,7 @@ from streamlab.tooling.notebooks import exercise_id, without_markers
 
 MARKER = "<!-- exercises -->"
 #: A fold: what it wraps opens with exercise N.M's solution. Folds wrap whole blocks
-#: (paragraphs, lists, diagrams), each marker on a line of its own, and do not nest.
+#: (paragraphs, lists, tables, diagrams), each marker on a line of its own.
 FOLD = re.compile(r"^<!-- (after (?P<id>\S+)|/after) -->[ \t]*$", re.MULTILINE)
 LABS_MARKER = "<!-- labs -->"
 BENCHMARKS_MARKER = re.compile(r"<!-- benchmarks? ?([a-z_]*) -->")
@@ -285,41 +285,41 @@ def unfold(markdown: str, opened: Collection[str] | None, page: str = "the page"
 
     A fold of an exercise in ``opened`` (or any fold, when ``opened`` is None: the
     instructor's build) keeps its text without the markers; any other becomes
-    :func:`folded_sentence`. A fold that names no exercise of the course, one left open, one
-    inside another and a stray ``<!-- /after -->`` each stop the build with a sentence.
+    :func:`folded_sentence`. A fold inside another opens only when both do. A fold that names
+    no exercise of the course, one left open and a stray ``<!-- /after -->`` each stop the
+    build with a sentence.
     """
     known = {e.id for lab in registry.labs() for e in lab.exercises}
-    parts, position, current = [], 0, None  # current: (exercise, line, where its text starts)
+    levels: list[list[str]] = [[]]  # the text of each fold being read, the page's first
+    folds: list[tuple[str, int]] = []  # the folds being read: exercise and line
+    position = 0
     for match in FOLD.finditer(markdown):
         line = markdown.count("\n", 0, match.start()) + 1
+        levels[-1].append(markdown[position : match.start()])
+        position = match.end()
         exercise = match.group("id")
-        if exercise is None and current is None:
-            raise PluginError(f"{page}: `<!-- /after -->` on line {line} closes no fold.")
-        if exercise is not None and current is not None:
-            raise PluginError(
-                f"{page}: `{match.group(0).strip()}` on line {line} is inside the fold of "
-                f"exercise {current[0]} opened on line {current[1]}: folds do not nest."
-            )
-        if exercise is not None and exercise not in known:
-            raise PluginError(
-                f"{page}: the fold on line {line} opens with exercise {exercise}, which "
-                "course.toml does not have; name one, as in `<!-- after 2.4 -->`."
-            )
         if exercise is not None:
-            parts.append(markdown[position : match.start()])
-            current, position = (exercise, line, match.end()), match.end()
+            if exercise not in known:
+                raise PluginError(
+                    f"{page}: the fold on line {line} opens with exercise {exercise}, which "
+                    "course.toml does not have; name one, as in `<!-- after 2.4 -->`."
+                )
+            folds.append((exercise, line))
+            levels.append([])
             continue
-        assert current is not None
-        shown = opened is None or current[0] in opened
-        text = markdown[current[2] : match.start()] if shown else folded_sentence(current[0])
-        parts.append(f"\n{text.strip(chr(10))}\n")
-        current, position = None, match.end()
-    if current is not None:
+        if not folds:
+            raise PluginError(f"{page}: `<!-- /after -->` on line {line} closes no fold.")
+        exercise, _ = folds.pop()
+        text = "".join(levels.pop()).strip("\n")
+        shown = opened is None or exercise in opened
+        levels[-1].append(f"\n{text if shown else folded_sentence(exercise)}\n")
+    if folds:
+        exercise, line = folds[-1]
         raise PluginError(
-            f"{page}: the fold `<!-- after {current[0]} -->` on line {current[1]} is never "
-            "closed: end it with `<!-- /after -->` on a line of its own."
+            f"{page}: the fold `<!-- after {exercise} -->` on line {line} is never closed: end "
+            "it with `<!-- /after -->` on a line of its own."
         )
-    return "".join(parts) + markdown[position:]
+    return "".join(levels[0]) + markdown[position:]
 
 
 def lab_table() -> str:
