@@ -45,6 +45,8 @@ MARKER = "<!-- exercises -->"
 #: A fold: what it wraps opens with exercise N.M's solution. Folds wrap whole blocks
 #: (paragraphs, lists, tables, diagrams), each marker on a line of its own.
 FOLD = re.compile(r"^<!-- (after (?P<id>\S+)|/after) -->[ \t]*$", re.MULTILINE)
+#: A fenced code block: a fold marker inside one is an example, shown as written.
+FENCE = re.compile(r"^(`{3,}|~{3,}).*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
 LABS_MARKER = "<!-- labs -->"
 BENCHMARKS_MARKER = re.compile(r"<!-- benchmarks? ?([a-z_]*) -->")
 #: Inline code up to this many characters is kept on one line (styled in course.css).
@@ -287,13 +289,16 @@ def unfold(markdown: str, opened: Collection[str] | None, page: str = "the page"
     instructor's build) keeps its text without the markers; any other becomes
     :func:`folded_sentence`. A fold inside another opens only when both do. A fold that names
     no exercise of the course, one left open and a stray ``<!-- /after -->`` each stop the
-    build with a sentence.
+    build with a sentence. Markers inside a fenced code block are an example, left as written.
     """
     known = {e.id for lab in registry.labs() for e in lab.exercises}
+    fenced = [fence.span() for fence in FENCE.finditer(markdown)]
     levels: list[list[str]] = [[]]  # the text of each fold being read, the page's first
     folds: list[tuple[str, int]] = []  # the folds being read: exercise and line
     position = 0
     for match in FOLD.finditer(markdown):
+        if any(start <= match.start() < end for start, end in fenced):
+            continue
         line = markdown.count("\n", 0, match.start()) + 1
         levels[-1].append(markdown[position : match.start()])
         position = match.end()
