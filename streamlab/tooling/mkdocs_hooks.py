@@ -277,8 +277,9 @@ def folded_sentence(exercise: str) -> str:
     """The one line a closed fold leaves on its page."""
     lab = next(lab.id for lab in registry.labs() if any(e.id == exercise for e in lab.exercises))
     return (
-        f"*This part opens once exercise {exercise} passes (`nox -s check -- {lab}`, then build "
-        "the site again; `nox -s serve` does it on its own): it tells that exercise's answer.*"
+        f"*This part opens once exercise {exercise} passes or is revealed (`nox -s check -- "
+        f"{lab}`, `nox -s reveal -- {exercise}`; then build the site again, which `nox -s serve` "
+        "does on its own): it tells that exercise's answer.*"
     )
 
 
