@@ -125,6 +125,12 @@ def hint(session: nox.Session) -> None:
 
 
 @nox.session
+def reveal(session: nox.Session) -> None:
+    """Show an exercise's answer, solution and discussion: `nox -s reveal -- 2.4` (graded as revealed)."""
+    hand_over(session, "streamlab.grading.reveal")
+
+
+@nox.session
 def watch(session: nox.Session) -> None:
     """Regrade a lab each time its notebook is saved: `nox -s watch -- 04`; Ctrl-C stops."""
     run_module(session, "streamlab.grading.watch")

@@ -1196,6 +1196,7 @@ def test_three_lives_of_one_query(nb, spark, tmp_path, checkpoint_dir):
         newest = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
         (commits / str(newest)).unlink()
         (commits / f".{newest}.crc").unlink(missing_ok=True)
+        _write(incoming, "c", _lab04_beats(["Producer 3"]))  # arrives while the query is down
         lives[3] = life()
         return lives
 
@@ -1203,9 +1204,11 @@ def test_three_lives_of_one_query(nb, spark, tmp_path, checkpoint_dir):
         predicted,
         spark_facts("5.3 three lives", measure, check=__file__),
         "AFTER_LIFE: what the output holds after each life, as (batch_id, machine_name, "
-        "previous_status, status), as Spark ran the three lives with the course's processor.",
+        "previous_status, status), as Spark ran the three lives with the course's processor "
+        "(c.json, one heartbeat of Producer 3, written after the staged crash).",
         hint="The state outlives a life; batch ids go on counting; a batch planned but not "
-        "committed runs again, with the same input and state, and the sink replaces its folder.",
+        "committed runs again first, with the input its offsets name and the same state, and the "
+        "sink replaces its folder; only then does a new file get a batch of its own.",
     )
 
 

@@ -99,7 +99,10 @@ SAID: dict[str, dict] = {
     },
     "1.5": {
         "batchId": r"batchId\W+{}|(?:second run|restart\w*)\W+(?:is|runs)\W+batch\W+{}",
-        "numInputRows": r"numInputRows\W+{}|{}\s+(?:input\s+)?(?:rows|events)\b|reads?\s+{}\b",
+        "numInputRows": (
+            r"numInputRows\W+{}|(?:second run|restart\w*)\W+(?:\S+\s+){0,4}?{}\s+"
+            r"(?:input\s+)?(?:rows|events)\b|(?:second run|restart\w*)\W+(?:\w+\W+){0,3}?reads?\s+{}\b"
+        ),
         "startOffset": "",
         "endOffset": "",
     },
@@ -127,7 +130,10 @@ SAID: dict[str, dict] = {
         "OTHER_SETTINGS": r"settings?|partitions|provider",
         "ONE_MORE_FIELD": r"field",
         "ONE_MORE_FIELD_AVRO": r"avro",
-        "RocksDBStateStoreProvider": r"RocksDB",
+        "RocksDBStateStoreProvider": (
+            r"RocksDBStateStoreProvider|(?:kept|keeps|stays?|stayed|still)\W+(?:\w+\W+){0,4}?RocksDB"
+            r"|RocksDB\W+(?:\w+\W+){0,2}?(?:pinned|kept|still)"
+        ),
         ("starts", True): r"\bstarts?\b|\bruns?\b|accept\w*|lets? .{0,40}evolve",
         ("starts", False): r"fails?|refus\w*|stops?|rejects?",
     },
@@ -156,6 +162,11 @@ SAID: dict[str, dict] = {
         ),
         ("changes", "grows"): Says(_KEPT_EVERY_ROW.format(side="changes")),
         ("windows", "grows"): Says(_KEPT_EVERY_ROW.format(side="windows")),
+    },
+    "10.7": {
+        "timers": r"pending timers|timers? (?:held|recorded)",
+        "0": r"partition\W+0\b",
+        "1": r"partition\W+1\b",
     },
     "10.1": {
         "filter": r"filter",

@@ -14,7 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from lab00_answers import SOLVED_0_1, WRONG_0_1
 from traitlets.config import Config
 
-from streamlab.grading import cell_history, magic
+from streamlab.grading import cell_history, magic, tries
 from streamlab.paths import REPO_ROOT
 
 LAB = "00-orientation"
@@ -29,6 +29,8 @@ def shell(tmp_path, monkeypatch):
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     monkeypatch.setattr(cell_history, "LAST_RUNS", {})
     monkeypatch.setattr(magic, "LAST_RUNS", cell_history.LAST_RUNS)
+    # The learner's record of tries: this test's own, not the checkout's build/.
+    monkeypatch.setattr(tries, "RECORD", tmp_path / "first-tries.json")
     config = Config()
     config.HistoryManager.enabled = False  # keep the learner's own IPython history clean
     shell = InteractiveShell.instance(config=config)

@@ -10,15 +10,20 @@ may be read before the exercise passes:
 
 - (a) in the lab's notebook, ``solutions/`` and ``labs/``, anywhere (a learner scrolls), but for
   the cells tagged ``answer-N.M``, which open under ``%check N.M``'s verdict on a pass, and the
-  solution regions (in ``labs/``, a stub). A recorded output counts with its cell;
+  solution regions (in ``labs/``, a stub). A recorded output counts with its cell. In ``labs/``
+  an answer cell in markdown is a one-line placeholder, read like any other cell; an answer
+  cell of code keeps its code behind a line that stops it until N.M was graded once;
 - (b) on every page under ``site/``, but for the text inside ``<!-- after N.M -->`` ...
-  ``<!-- /after -->``, which the site opens once N.M passed. Folds may nest. A fold after an
-  exercise of an *earlier lab* also covers a later lab's crux: what a passed exercise taught,
-  a later one may build on (5.9's pinned settings, 10.1's restart);
+  ``<!-- /after -->``, which the site opens once N.M passed. Folds may nest;
 - (c) on ``site/spark-errors.md`` (folds as in (b)), and in what ``streamlab/spark_errors.py``
   adds to an error's message, which a notebook prints whenever Spark raises;
 - (d) in hint tiers 1 to 3 of any exercise of the same lab (``course.toml``): a hint leads,
   it does not settle. 9.6's hints come after its diagnosis, 9.5, and are left out for it.
+
+What opens with N.M (its answer cells, its folds) may also hold the crux of an exercise before
+it (3.4's explanation retells 3.3's run), and of an exercise of a later lab (5.9 teaches the
+pinned settings that 10.1 applies); never that of a later exercise of its own lab (5.2's
+explanation may not settle 5.3).
 
 A place is one test function, so each says on its own whether it holds. A finding names the
 exercise, the place (file and cell, line or hint tier), what matched and the text it is in.
@@ -50,6 +55,7 @@ from test_ask_before_telling import (
 
 from streamlab import spark_errors
 from streamlab.paths import REPO_ROOT
+from streamlab.tooling import registry
 from streamlab.tooling.notebooks import split_regions, tags
 
 #: Every exercise that asks before it tells: a prediction, or a debug exercise's cause and fix.
@@ -62,6 +68,30 @@ LEADING_TIERS = 3
 
 def answer_tag(exercise: str) -> str:
     return f"answer-{exercise}"
+
+
+#: Every exercise's place in the course, in the order a learner meets them.
+ORDER = {e.id: n for n, e in enumerate(e for lab in registry.labs() for e in lab.exercises)}
+
+
+def _lab_number(exercise: str) -> int:
+    return int(exercise.split(".")[0])
+
+
+def opens_for(opened_by: Iterable[str], exercise: str) -> bool:
+    """True when text that opens once the exercises ``opened_by`` passed may hold
+    ``exercise``'s crux: one of them is the exercise itself, comes after it (a later answer may
+    restate an earlier one), or belongs to an earlier lab (what a lab taught, a later lab builds
+    on). Within a lab, an earlier answer may not settle a later exercise."""
+    return any(
+        y == exercise or ORDER[y] > ORDER[exercise] or _lab_number(y) < _lab_number(exercise)
+        for y in opened_by
+    )
+
+
+def answers_of(cell) -> list[str]:
+    """The exercises whose pass opens ``cell``: its ``answer-N.M`` tags."""
+    return [t.removeprefix("answer-") for t in tags(cell) if t.startswith("answer-")]
 
 
 # -- what settles an exercise --------------------------------------------------------------------
@@ -144,7 +174,8 @@ def notebook_units(exercise: str, root: str) -> Iterator[tuple[str, str]]:
     lab = lab_of(exercise)
     path = lab.notebook(REPO_ROOT / root).relative_to(REPO_ROOT)
     for i, cell in enumerate(notebook(lab, root).cells):
-        if answer_tag(exercise) in tags(cell):
+        placeholder = root == "labs" and cell.cell_type == "markdown"
+        if opens_for(answers_of(cell), exercise) and not placeholder:
             continue
         if cell.cell_type == "markdown":
             for unit in units(cell.source):
@@ -162,16 +193,6 @@ def notebook_units(exercise: str, root: str) -> Iterator[tuple[str, str]]:
 # -- (b), (c) the site ---------------------------------------------------------------------------
 
 _FOLD = re.compile(r"<!--\s*(?:after\s+(\d+\.\d+)|(/)after)\s*-->")
-
-
-def _lab_number(exercise: str) -> int:
-    return int(exercise.split(".")[0])
-
-
-def opens_for(folds: tuple[str, ...], exercise: str) -> bool:
-    """True when text inside ``folds`` may hold ``exercise``'s crux: a fold after the exercise
-    itself, or after one of an earlier lab."""
-    return any(f == exercise or _lab_number(f) < _lab_number(exercise) for f in folds)
 
 
 def folded(text: str) -> Iterator[tuple[int, tuple[str, ...], str]]:
@@ -290,7 +311,7 @@ def test_a_fold_hides_a_crux_from_the_guard_until_its_exercise_passes():
         "Watermarks, taught on other data.\n\n"
         "<!-- after 2.4 -->\nProducer 1's 10:00:03 is dropped.\n<!-- /after -->\n\n"
         "Then 10:00:22 joins a window still open.\n\n"
-        "<!-- after 2.6 -->\nOne more: 10:00:28 counts.\n<!-- /after -->\n"
+        "<!-- after 2.2 -->\nOne more: 10:00:28 counts.\n<!-- /after -->\n"
     )
     shown = [(line, b.strip()) for line, folds, b in folded(text) if not opens_for(folds, "2.4")]
     assert shown == [
@@ -299,11 +320,12 @@ def test_a_fold_hides_a_crux_from_the_guard_until_its_exercise_passes():
         (
             10,
             "One more: 10:00:28 counts.",
-        ),  # a fold after another exercise of its lab does not hide it
+        ),  # a fold after an earlier exercise of its lab does not hide it
     ]
     found = findings("2.4", [(f"l. {line}", unit) for line, b in shown for unit in units(b)])
     assert {f.split(": ")[0] for f in found} == {"2.4, l. 7", "2.4, l. 10"}, found
-    # Folds nest, and a fold after an exercise of an earlier lab covers a later lab's crux.
+    # Folds nest. A fold opened by an earlier lab, or by a later exercise, covers a crux; one
+    # opened by an earlier exercise of the same lab does not.
     nested = "<!-- after 5.9 -->a<!-- after 10.1 -->b<!-- /after -->c<!-- /after -->d"
     assert [(folds, b) for _, folds, b in folded(nested)] == [
         (("5.9",), "a"),
@@ -311,12 +333,13 @@ def test_a_fold_hides_a_crux_from_the_guard_until_its_exercise_passes():
         (("5.9",), "c"),
         ((), "d"),
     ]
-    assert opens_for(("5.9",), "10.1") and not opens_for(("5.2",), "5.3")
+    assert opens_for(("5.9",), "10.1") and opens_for(("3.4",), "3.3")
+    assert not opens_for(("5.2",), "5.3")
 
 
 def test_a_crux_catches_a_paraphrase_and_not_the_question():
     said = [(s.what, s.match) for s in settlers("5.3") if s.what.startswith("crux")]
-    paraphrase = "In life 3 the query runs that same batch again, with the same input."
+    paraphrase = "The file that came during the crash, c.json, is not part of the replay."
     question = "Predict what the output holds after each of the three lives."
     assert any(match(paraphrase) for _, match in said)
     assert not any(match(question) for _, match in said)

@@ -89,6 +89,16 @@ def _graded() -> dict:
         first_lines={"04": {"4.2": "class HeartbeatProcessor(StatefulProcessor):"}},
         fingerprints={"04": "0123456789abcdef"},
         earlier=earlier,
+        # The learner's record: 4.1 passed after its answer was revealed, 4.3's answer was
+        # revealed and its code still fails, 4.4's first try missed (the cell is a stub again).
+        tries={
+            "4.1": {"graded": True, "revealed": True},
+            "4.3": {"graded": True, "revealed": True},
+            "4.4": {
+                "graded": True,
+                "first_try": {"answer": '{"QUERY": 3}', "right": False, "part": "prediction"},
+            },
+        },
     )
     graded["unsaved"] = [
         {"lab": "04", "exercise": "4.3", "notebook": "labs/x.ipynb", "message": "Did you save?"}

@@ -156,6 +156,10 @@ def test_each_call_shows_the_next_tier_then_points_to_the_solution(course):
     last = _hint(course, "2.1")
     assert last.returncode == 0
     assert "No more hints for exercise 2.1" in last.stdout
+    # A learner stuck after the last tier can ask for the answer, and the grade says so.
+    said = " ".join(last.stdout.split())
+    assert "`nox -s reveal -- 2.1` shows its answer" in said
+    assert "records 2.1 as revealed, not passed" in said
     assert (
         "http://127.0.0.1:8000/labs/02-event-time/#exercise-21-count-heartbeats-in-tumbling-windows"
     ) in last.stdout

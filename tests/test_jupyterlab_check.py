@@ -48,9 +48,9 @@ def jupyter(tmp_path):
     content.cells.insert(1, loader)
     nbformat.write(content, notebook)
     _settings(tmp_path)
-    with running_jupyterlab(
-        tmp_path, f"--notebook-dir={labs}", hub=False, env={"STREAMLAB_SPARK_MASTER": "local[2]"}
-    ) as lab:
+    # %check keeps the learner's tries in build/: this test's own, not the checkout's.
+    env = {"STREAMLAB_SPARK_MASTER": "local[2]", "STREAMLAB_BUILD_DIR": str(tmp_path / "build")}
+    with running_jupyterlab(tmp_path, f"--notebook-dir={labs}", hub=False, env=env) as lab:
         yield lab.base, notebook
 
 

@@ -7,6 +7,8 @@
   :mod:`.events` is what the two say to each other.
 - :mod:`.expect` is what a check raises: a sentence, expected against actual, a hint.
 - :mod:`.verdict` turns what a check raised into a status and a sentence.
+- :mod:`.tries` keeps what the learner tried across gradings (graded once, first tries,
+  reveals); its :func:`~.tries.require_graded` guards a notebook's answer cells.
 - :mod:`.report` prints the table and writes ``build/grade.json``; :mod:`.unsaved` notices
   a notebook whose kernel ran newer code than its file holds.
 """
@@ -20,6 +22,7 @@ __all__ = [
     "expect_keys",
     "expect_that",
     "load_notebook",
+    "require_graded",
 ]
 
 
@@ -34,6 +37,10 @@ def __getattr__(name: str):
         from streamlab.grading import expect
 
         return getattr(expect, name)
+    if name == "require_graded":
+        from streamlab.grading.tries import require_graded
+
+        return require_graded
     if name == "exercise":
         from streamlab.grading.plugin import exercise
 

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from streamlab import processes
-from streamlab.grading import report, supervisor, unsaved, warm
+from streamlab.grading import answers, report, supervisor, tries, unsaved, warm
 from streamlab.paths import BUILD_DIR
 from streamlab.tooling import registry
 
@@ -52,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--complete", action="store_true", help="exit 3 unless every exercise graded has passed"
+    )
+    parser.add_argument(
+        "--first-tries",
+        default=None,
+        help="the learner's record of tries, kept across gradings (default: first-tries.json "
+        "beside the JSON; none for the course's solutions/)",
     )
     parser.add_argument("--max-check-seconds", type=float, default=None, help=argparse.SUPPRESS)
     return parser
@@ -116,9 +122,33 @@ def main(argv: list[str] | None = None) -> int:
         max_check_seconds=args.max_check_seconds,
         log_path=json_path.with_name("grade.log"),
     )
-    graded = report.grade(
+    record = _tries(args, json_path, outcome)
+    graded = _graded(chosen, outcome, args, earlier, record)
+    graded["unsaved"] = unsaved.warnings(chosen, graded, args.notebooks)
+    graded["timings"] = outcome.timings
+    report.write_json(graded, json_path)
+    # The next grading's child warms up while the learner reads this one's verdict.
+    warm.start()
+    print()
+    print(report.render(graded))
+    for line in (
+        answers.write_opened(graded, json_path.parent / "answers") if record is not None else []
+    ):
+        print(line)
+    return _status(graded, outcome, args.complete)
+
+
+def _graded(
+    chosen: list[registry.Lab],
+    outcome: supervisor.Outcome,
+    args: argparse.Namespace,
+    earlier: dict | None,
+    record: dict[str, dict] | None,
+) -> dict:
+    """The grade of what the supervisor found, as the learner's record of tries says it."""
+    return report.grade(
         chosen,
-        outcome.results,
+        tries.masked(outcome.results, record or {}),
         lab_errors=outcome.lab_errors,
         not_graded=outcome.not_graded,
         cells=outcome.cells,
@@ -127,15 +157,19 @@ def main(argv: list[str] | None = None) -> int:
         exercises=set(args.exercise) or None,
         notebooks=args.notebooks,
         earlier=earlier,
+        tries=record,
     )
-    graded["unsaved"] = unsaved.warnings(chosen, graded, args.notebooks)
-    graded["timings"] = outcome.timings
-    report.write_json(graded, json_path)
-    # The next grading's child warms up while the learner reads this one's verdict.
-    warm.start()
-    print()
-    print(report.render(graded))
-    return _status(graded, outcome, args.complete)
+
+
+def _tries(
+    args: argparse.Namespace, json_path: Path, outcome: supervisor.Outcome
+) -> dict[str, dict] | None:
+    """The learner's record of tries with this grading's added (:mod:`.tries`); None when
+    the course's own solutions are graded, which is no try of the learner's."""
+    if tries.is_course_solutions(args.notebooks):
+        return None
+    path = Path(args.first_tries) if args.first_tries else json_path.with_name("first-tries.json")
+    return tries.update(outcome.results, path)
 
 
 def _status(graded: dict, outcome: supervisor.Outcome, complete: bool) -> int:

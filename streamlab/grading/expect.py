@@ -32,7 +32,14 @@ NOT_GIVEN: Any = type("NotGiven", (), {"__repr__": lambda self: "NOT_GIVEN"})()
 
 
 class CheckFailed(AssertionError):
-    """A check's verdict: a sentence, what it expected, what the code did, and a hint."""
+    """A check's verdict: a sentence, what it expected, what the code did, and a hint.
+
+    ``values`` keeps the two as given, for a failed answer to say which of its parts are
+    wrong without showing the expected ones (:mod:`streamlab.grading.attempt`); ``of_shape``
+    is true when the answer's shape is what failed (:func:`expect_keys`), not its values.
+    """
+
+    of_shape = False
 
     def __init__(
         self,
@@ -45,6 +52,7 @@ class CheckFailed(AssertionError):
     ) -> None:
         super().__init__(message)
         self.message = message
+        self.values = (expected, actual)
         shown = show or describe
         self.expected = "" if expected is NOT_GIVEN else shown(expected)
         self.actual = "" if actual is NOT_GIVEN else shown(actual)
@@ -214,18 +222,22 @@ def expect_keys(answer: Any, name: str, keys: Sequence[str], *, hint: str = "") 
         if len(keys) > 1
         else (repr(keys[0]))
     )
-    expect_that(
-        isinstance(answer, dict),
-        f"{name} should be a dict with the keys {listed}.",
-        expected="a dict",
-        actual=type(answer).__name__,
-        hint=hint,
-    )
-    expect_that(
-        sorted(map(str, answer)) == sorted(keys),
-        f"{name} should have exactly the keys {listed}.",
-        expected=sorted(keys),
-        actual=sorted(map(str, answer)),
-        hint=hint,
-    )
+    try:
+        expect_that(
+            isinstance(answer, dict),
+            f"{name} should be a dict with the keys {listed}.",
+            expected="a dict",
+            actual=type(answer).__name__,
+            hint=hint,
+        )
+        expect_that(
+            sorted(map(str, answer)) == sorted(keys),
+            f"{name} should have exactly the keys {listed}.",
+            expected=sorted(keys),
+            actual=sorted(map(str, answer)),
+            hint=hint,
+        )
+    except CheckFailed as failed:
+        failed.of_shape = True
+        raise
     return answer

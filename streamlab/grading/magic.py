@@ -15,6 +15,7 @@ alone the lab of the notebook it runs in.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import os
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -30,8 +32,10 @@ from pathlib import Path
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from streamlab import processes
+from streamlab.grading import answers, tries
+from streamlab.grading.answers import AnswerCell
 from streamlab.grading.cell_history import LAST_RUNS, CellRun
-from streamlab.grading.verdict import NOT_GRADED, PASSED, Status
+from streamlab.grading.verdict import NOT_GRADED, PASSED, REVEALED, Status
 from streamlab.paths import REPO_ROOT
 from streamlab.tooling import registry
 from streamlab.tooling.notebooks import cell_name, exercise_id, first_line, is_graded, read_cells
@@ -54,6 +58,8 @@ class Graded:
     expected: str = ""
     actual: str = ""
     diff: str = ""
+    #: Its answer cells from ``solutions/``, once it passed or was revealed.
+    answers: tuple[AnswerCell, ...] = ()
 
     @property
     def shown(self) -> Status | None:
@@ -102,6 +108,7 @@ class CheckReport:
             if e.status != "passed" and e.hint:
                 lines.append(f"  Hint: {e.hint} (more: nox -s hint -- {e.id})")
             lines.append(f"  {e.version_label}: {e.version}.")
+            lines.extend(_answer_lines(e))
         lines.append(f"({self.notebook.name}, graded in {self.seconds:.1f} s)")
         return "\n".join(lines)
 
@@ -138,6 +145,7 @@ class CheckReport:
                 f"<div class='streamlab-check-version' style='color:#6e7781'>"
                 f"{e.version_label}: {html.escape(e.version)}.</div>"
             )
+            parts.append(_answer_html(e))
             rows.append(
                 f"<div class='streamlab-check streamlab-check-{html.escape(e.status)}' "
                 f"style='border-left:4px solid {colour};padding:2px 8px;margin:4px 0'>"
@@ -192,7 +200,9 @@ def check(line: str, cwd: Path | None = None) -> CheckReport:
     started = datetime.now()
     with tempfile.TemporaryDirectory(prefix="streamlab-check-") as folder:
         versions = _write_as_last_run(notebook, lab, Path(folder) / "labs")
-        graded = _run_grader(lab, Path(folder) / "labs", wanted, Path(folder) / "grade.json")
+        graded = _run_grader(
+            lab, Path(folder) / "labs", wanted, Path(folder) / "grade.json", _record_args(notebook)
+        )
     exercises = []
     for entry in graded:
         if entry["id"] not in wanted:
@@ -211,7 +221,36 @@ def check(line: str, cwd: Path | None = None) -> CheckReport:
             )
         )
     seconds = (datetime.now() - started).total_seconds()
-    return CheckReport(lab.id, notebook, tuple(exercises), seconds)
+    return CheckReport(lab.id, notebook, tuple(_with_answers(e) for e in exercises), seconds)
+
+
+def _with_answers(graded: Graded) -> Graded:
+    """``graded`` with its answer cells, once it passed or was revealed."""
+    if graded.status not in (PASSED, REVEALED):
+        return graded
+    return dataclasses.replace(graded, answers=tuple(answers.answer_cells(graded.id)))
+
+
+#: What introduces the answer cells under a verdict.
+ANSWER_HEAD = "What the notebook shows after this check:"
+
+
+def _answer_lines(graded: Graded) -> list[str]:
+    """The answer cells under a verdict, as text."""
+    if not graded.answers:
+        return []
+    body = answers.as_text(graded.id, graded.answers)
+    return [f"  {ANSWER_HEAD}", *(f"    {line}" for line in body.splitlines())]
+
+
+def _answer_html(graded: Graded) -> str:
+    """The answer cells under a verdict, markdown rendered."""
+    if not graded.answers:
+        return ""
+    return (
+        "<div class='streamlab-check-answers' style='margin-top:4px'>"
+        f"<i>{html.escape(ANSWER_HEAD)}</i>{answers.as_html(graded.id, graded.answers)}</div>"
+    )
 
 
 def _first_hint(entry: dict) -> str:
@@ -332,7 +371,7 @@ def _version(exercise: str, saved: str, run: CellRun | None, saved_at: datetime)
 
 
 def _run_grader(
-    lab: registry.Lab, labs_dir: Path, wanted: list[str], json_path: Path
+    lab: registry.Lab, labs_dir: Path, wanted: list[str], json_path: Path, extra: Sequence[str] = ()
 ) -> list[dict]:
     """Run ``python -m streamlab.grading`` on ``labs_dir`` and return the lab's exercises."""
     base = [
@@ -347,13 +386,21 @@ def _run_grader(
     ]
     if len(wanted) < len(lab.exercises):
         base += [arg for exercise in wanted for arg in ("--exercise", exercise)]
-    result = _grade(base)
+    result = _grade(base + list(extra))
     graded = json.loads(json_path.read_text(encoding="utf-8")) if json_path.exists() else {}
     for entry in graded.get("labs", []):
         if entry.get("id") == lab.id and entry.get("exercises"):
             return entry["exercises"]
     last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["?"]
     raise CheckError(f"The grader could not grade lab {lab.id}: {last[0]}")
+
+
+def _record_args(notebook: Path) -> list[str]:
+    """Keep the learner's tries where ``nox -s check`` keeps them; none when the notebook is
+    the course's own solution (an instructor checking it)."""
+    if tries.is_course_solutions(notebook.parent.parent):
+        return []
+    return ["--first-tries", str(tries.RECORD)]
 
 
 #: How long ``%check`` waits for the grader: far more than its own limits add up to for a lab.

@@ -33,11 +33,11 @@ from pathlib import Path
 
 import pytest
 
-from streamlab.grading import events
+from streamlab.grading import attempt, events
 from streamlab.grading.events import EventKind
 from streamlab.grading.loader import CellProblem, LoadedNotebook, NotebookUnreadable, load_notebook
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT, time_limit
-from streamlab.grading.verdict import FAILED, CellFailed, CheckResult, verdict_for
+from streamlab.grading.verdict import FAILED, Attempt, CellFailed, CheckResult, verdict_for
 from streamlab.paths import REPO_ROOT
 from streamlab.spark_fixtures import checkpoint_dir, pytest_unconfigure, spark  # noqa: F401
 from streamlab.tooling import registry
@@ -277,6 +277,18 @@ def pytest_runtest_call(item: pytest.Item):
             raise
 
 
+def _attempt(item: pytest.Item, error: BaseException | None) -> Attempt:
+    """What the check made of the learner's try (:mod:`streamlab.grading.attempt`)."""
+    loaded = item.config.stash[_notebooks_key].get(unit_of(item))
+    return attempt.judged(
+        error,
+        lab_of(item),
+        exercise_of(item),
+        _exercise_marker(item).kwargs.get("part", ""),
+        loaded if isinstance(loaded, LoadedNotebook) else None,
+    )
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
@@ -289,7 +301,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if verdict.status == FAILED and check_hint and not verdict.hint:
             verdict = dataclasses.replace(verdict, hint=check_hint)
         lab, unit = lab_of(item), unit_of(item)
-        results(item.config).append(CheckResult(lab, exercise_id, item.name, verdict, unit))
+        tried = _attempt(item, error)
+        results(item.config).append(
+            CheckResult(lab, exercise_id, item.name, verdict, unit, attempt=tried)
+        )
         events.emit(
             EventKind.RESULT,
             lab=lab,
@@ -302,6 +317,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             actual=verdict.actual,
             hint=verdict.hint,
             diff=verdict.diff,
+            attempt=dataclasses.asdict(tried),
         )
         if verdict.message:
             report.sections.append(("grade", verdict.message))

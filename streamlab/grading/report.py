@@ -8,10 +8,15 @@ grade)::
      "labs": [{"id": "00", "title": "...", "status": "graded" | "error", "message": "",
                "fingerprint": "...",  # of the graded cells that ran (streamlab.tooling.notebooks)
                "exercises": [{"id": "0.1", "title": "...", "cell": 5, "cell_line": "def ...",
-                              "status": "passed" | "failed" | "not-started" | "not-graded",
+                              "status": "passed" | "failed" | "not-started" | "not-graded"
+                                        | "revealed",
                               "message": "...", "expected": "...", "actual": "...",
-                              "diff": "...", "hint": "...", "earlier": false}],
+                              "diff": "...", "hint": "...", "earlier": false,
+                              "revealed": true,  # only when its answer was revealed
+                              "first_try": {"answer": "{...}", "right": false,
+                                            "part": "prediction" | "diagnosis"}}],
                "earlier_exercises": [{..., "earlier": true, "fingerprint": "..."}]}],
+     "first_tries": {"called": 3, "answered": 4},  # from the learner's record
      "progress": {"passed": 1, "failed": 1, "not-started": 1, "not-graded": 0, "total": 3,
                   "course_passed": 4, "course_total": 44,
                   "labs": [{"id": "00", "passed": 1, "total": 3, "earlier": false,
@@ -32,6 +37,10 @@ from the run before: an exercise that run graded on the same graded cells stays 
 moves to ``earlier_exercises``, kept as it was, with the ``fingerprint`` it was graded on. The
 progress counts both (``kept``: how many; ``outdated``: how many were graded on other cells);
 the closing tally (``passed``, ``failed``, ...) counts what this run graded.
+``revealed``: the learner asked for the exercise's answer (``nox -s reveal``) and its code has
+not passed since; not passed, counted as passed by no tally. One that passed after a reveal is
+``passed`` with ``"revealed": true``. ``first_try`` and ``first_tries`` come from the learner's
+record of tries (:mod:`streamlab.grading.tries`), which every grading adds to and none rewrites.
 ``format_version`` changes when a field changes meaning or goes away.
 """
 
@@ -46,11 +55,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from streamlab.grading import tries as first_tries
 from streamlab.grading.verdict import (
     FAILED,
     NOT_GRADED,
     NOT_STARTED,
     PASSED,
+    REVEALED,
     CheckResult,
     Status,
     Verdict,
@@ -76,13 +87,16 @@ def grade(
     exercises: set[str] | None = None,
     notebooks: str = "labs",
     earlier: dict | None = None,
+    tries: Mapping[str, dict] | None = None,
 ) -> dict:
     """The grade in the shape of ``build/grade.json``.
 
     ``lab_errors`` say why a lab could not be graded: its exercises fail with that sentence,
     or are not graded when the lab is in ``not_graded``. ``exercises`` limits the grade to
     those exercises, the others of their lab kept as ``earlier`` graded them; ``earlier`` is
-    a previous grade, whose other labs also count towards the course's progress.
+    a previous grade, whose other labs also count towards the course's progress. ``tries``
+    is the learner's record (:mod:`streamlab.grading.tries`): its first tries go with their
+    exercises, and a revealed exercise that does not pass is ``revealed``.
     """
     found = _Found(
         _verdicts_by_exercise(results),
@@ -91,6 +105,7 @@ def grade(
         cells or {},
         first_lines or {},
         fingerprints or {},
+        tries or {},
     )
     if exercises:
         # A lab none of whose exercises is graded now stays as an earlier run graded it.
@@ -108,6 +123,8 @@ def grade(
         "labs": entries,
         "earlier_labs": _carried(entries, notebooks, earlier),
     }
+    if tries is not None:
+        graded["first_tries"] = first_tries.called(tries)
     graded["progress"] = _progress(graded)
     graded["complete"] = all(e["status"] == PASSED for e in _graded_now(graded))
     return graded
@@ -123,6 +140,7 @@ class _Found:
     cells: Mapping[str, Mapping[str, int]]
     first_lines: Mapping[str, Mapping[str, str]]
     fingerprints: Mapping[str, str]
+    tries: Mapping[str, dict]
 
 
 def _verdicts_by_exercise(results: list[CheckResult]) -> dict[tuple[str, str], list[Verdict]]:
@@ -164,12 +182,14 @@ def _exercise_row(lab: Lab, exercise: Exercise, found: _Found, error: str) -> di
         # Say where the learner's code is, when the sentence does not.
         where = cell_name(exercise.id, line)
         verdict = dataclasses.replace(verdict, message=f"In {where}: {verdict.message}")
+    verdict, tried = _as_tried(verdict, found.tries.get(exercise.id, {}))
     return {
         "id": exercise.id,
         "title": exercise.title,
         "cell": cell,
         "cell_line": line,
         **_fields(verdict),
+        **tried,
         # A hint only where the learner's own attempt failed (or when asked).
         "hint": (
             (verdict.hint or exercise.hint)
@@ -178,6 +198,35 @@ def _exercise_row(lab: Lab, exercise: Exercise, found: _Found, error: str) -> di
         ),
         "earlier": False,
     }
+
+
+def _as_tried(verdict: Verdict, tried: Mapping) -> tuple[Verdict, dict]:
+    """The verdict as the learner's record changes it (an exercise revealed and not passed
+    is ``revealed``), and the fields the record adds to its row."""
+    fields: dict = {}
+    if tried.get("first_try"):
+        fields["first_try"] = dict(tried["first_try"])
+    if tried.get("revealed"):
+        fields["revealed"] = True
+        if verdict.status in (FAILED, NOT_STARTED):
+            verdict = dataclasses.replace(verdict, status=REVEALED)
+    return verdict, fields
+
+
+def with_tries(graded: dict, tries: Mapping[str, dict]) -> dict:
+    """``graded`` (a grade written earlier) as the learner's record now says: an exercise
+    revealed since is ``revealed`` unless it passed, and the first tries go with their rows."""
+    graded = json.loads(json.dumps(graded))
+    for lab in [*graded.get("labs", []), *graded.get("earlier_labs", [])]:
+        for row in [*lab.get("exercises", []), *lab.get("earlier_exercises", [])]:
+            tried = tries.get(str(row.get("id")), {})
+            if tried.get("revealed") and row.get("status") in (FAILED, NOT_STARTED):
+                row["status"], row["hint"] = str(REVEALED), ""
+            row.update(_as_tried(Verdict(str(row.get("status")), ""), tried)[1])
+    graded["first_tries"] = first_tries.called(tries)
+    graded["progress"] = _progress(graded)
+    graded["complete"] = all(e["status"] == PASSED for e in _graded_now(graded))
+    return graded
 
 
 def _graded_now(graded: dict) -> list[dict]:
@@ -325,6 +374,8 @@ def summary(tally: Mapping[str, int]) -> str:
         line += f", {tally[NOT_STARTED]} not started"
     if tally.get(NOT_GRADED):
         line += f", {tally[NOT_GRADED]} not graded"
+    if tally.get(REVEALED):
+        line += f", {tally[REVEALED]} revealed"
     return line
 
 
@@ -350,6 +401,7 @@ def render(graded: dict, width: int = 88) -> str:
     lines.extend(_next_lines(progress))
     if lines and lines[-1]:
         lines.append("")
+    lines.extend(_first_try_lines(graded))
     lines.append(summary(counts(graded)))
     return "\n".join(lines)
 
@@ -366,7 +418,7 @@ def _lab_lines(lab: dict, wrap: textwrap.TextWrapper, width: int) -> list[str]:
             continue  # not graded by this run: the course progress counts it
         status = Status(exercise["status"])
         head = f"  {status.symbol} {exercise['id']:<5} {exercise['title']}"
-        lines.append(f"{head:<{width - 12}} {status.word}")
+        lines.append(f"{head:<{width - 12}} {_word(status, exercise)}")
         message = exercise["message"]
         if status == FAILED and message != lab.get("message"):
             lines.extend(wrap.wrap(_shortened(message)))
@@ -380,7 +432,40 @@ def _lab_lines(lab: dict, wrap: textwrap.TextWrapper, width: int) -> list[str]:
             else:
                 first_said[message] = exercise["id"]
                 lines.extend(wrap.wrap(_shortened(message)))
+        elif status == REVEALED:
+            if message:
+                lines.extend(wrap.wrap(_shortened(message)))
+            lines.extend(wrap.wrap(_revealed_line(exercise)))
     return lines
+
+
+def _word(status: Status, exercise: dict) -> str:
+    """How the table names an exercise's status: ``passed (revealed)`` for one that passed
+    after its answer was revealed."""
+    return (
+        f"{status.word} (revealed)"
+        if status == PASSED and exercise.get("revealed")
+        else status.word
+    )
+
+
+def _revealed_line(exercise: dict) -> str:
+    """What the table says under a revealed exercise, after what its code does now."""
+    return (
+        f"Revealed with `nox -s reveal -- {exercise['id']}`: it counts as passed once your "
+        "own code passes."
+    )
+
+
+def _first_try_lines(graded: dict) -> list[str]:
+    """How many predictions and diagnoses the learner called at the first try."""
+    tally = graded.get("first_tries") or {}
+    if not tally.get("answered"):
+        return []
+    return [
+        f"Called at the first try: {tally['called']} of {tally['answered']} predictions and "
+        "diagnoses answered so far."
+    ]
 
 
 def _course_lines(graded: dict, progress: dict, width: int) -> list[str]:

@@ -29,7 +29,7 @@ from streamlab import processes
 from streamlab.grading import warm
 from streamlab.grading.events import FD_VARIABLE, EventKind, lab_of_check
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT
-from streamlab.grading.verdict import FAILED, CheckResult, Status, Verdict
+from streamlab.grading.verdict import FAILED, Attempt, CheckResult, Status, Verdict
 from streamlab.tooling.notebooks import cell_name
 from streamlab.tooling.registry import Lab
 
@@ -406,11 +406,24 @@ def _on_result(event: Event, run: _Run) -> None:
     )
     unit = _unit(event)
     run.outcome.results.append(
-        CheckResult(event["lab"], event["exercise"], _name(event["check"]), verdict, unit)
+        CheckResult(
+            event["lab"], event["exercise"], _name(event["check"]), verdict, unit, _attempt(event)
+        )
     )
     run.plan.done.add(event["check"])
     if verdict.status == FAILED:
         run.plan.failed.add(unit)
+
+
+def _attempt(event: Event) -> Attempt | None:
+    """What the check made of the learner's try, as the child said (streamlab.grading.attempt)."""
+    fields = event.get("attempt")
+    if not isinstance(fields, dict):
+        return None
+    try:
+        return Attempt(**fields)
+    except TypeError:  # a child of another version of the course
+        return None
 
 
 def _on_lab_error(event: Event, run: _Run) -> None:

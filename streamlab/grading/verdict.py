@@ -30,10 +30,19 @@ class Status(StrEnum):
     #: The checks could not run for a reason that is not the learner's code (the course's
     #: reference notebooks are missing): neither passed nor failed.
     NOT_GRADED = "not-graded"
+    #: The learner asked for the answer (``nox -s reveal``) and the code has not passed since:
+    #: not passed. One that passes later is ``passed``, its row marked ``"revealed": true``.
+    REVEALED = "revealed"
 
     @property
     def symbol(self) -> str:
-        return {"passed": "✓", "failed": "✗", "not-started": "○", "not-graded": "–"}[self.value]
+        return {
+            "passed": "✓",
+            "failed": "✗",
+            "not-started": "○",
+            "not-graded": "–",
+            "revealed": "◌",
+        }[self.value]
 
     @property
     def word(self) -> str:
@@ -46,14 +55,16 @@ class Status(StrEnum):
             "failed": "#cf222e",
             "not-started": "#6e7781",
             "not-graded": "#9a6700",
+            "revealed": "#8250df",
         }[self.value]
 
 
-PASSED, FAILED, NOT_STARTED, NOT_GRADED = (
+PASSED, FAILED, NOT_STARTED, NOT_GRADED, REVEALED = (
     Status.PASSED,
     Status.FAILED,
     Status.NOT_STARTED,
     Status.NOT_GRADED,
+    Status.REVEALED,
 )
 
 
@@ -82,6 +93,24 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """What one check made of the learner's try (:mod:`streamlab.grading.attempt`).
+
+    ``tried``: the check ran on the learner's code and passed or failed it (a stub, or a cell
+    that failed before the check ran, is no try). For the check of an answer (a prediction's,
+    or ``part="diagnosis"``), ``part`` says which, ``answer`` is what the exercise's cells
+    assigned, as JSON, and a failed comparison says in ``wrong`` which parts are not right,
+    without the values expected (``hides`` true: its expected values are to be kept back).
+    """
+
+    tried: bool
+    part: str = ""
+    answer: str | None = None
+    wrong: str = ""
+    hides: bool = False
+
+
+@dataclass(frozen=True)
 class CheckResult:
     """The verdict of one check of one exercise.
 
@@ -94,6 +123,7 @@ class CheckResult:
     check: str
     verdict: Verdict
     unit: str = ""
+    attempt: Attempt | None = None
 
     def __post_init__(self) -> None:
         if not self.unit:

@@ -10,6 +10,12 @@ A solution notebook marks its exercises in two ways:
   ``nox -s hint`` and ``raise NotImplementedError("exercise 4.2 is not done yet")`` at the
   same indentation. The stub never carries a hint: hints are shown on demand.
 
+A cell tagged ``answer-4.2`` (after 4.2's ``%check`` cell) explains or shows 4.2's answer. In
+``labs/`` a markdown one becomes a one-line placeholder that says where the text opens (its tag
+kept; a run of consecutive answer cells of one exercise shares one placeholder), and a code one
+keeps its code behind a guard line that stops it, with a sentence, until 4.2 has been graded
+once. ``%check 4.2`` shows them under the verdict once 4.2 passes or is revealed.
+
 A **proof cell** shows a claim about Spark: its first comment line is ``# NBVAL_CHECK_OUTPUT``
 and ``solutions/`` keeps its recorded output, which the test session (nbval) compares with a
 fresh run, so a Spark upgrade that changes the behaviour fails CI. ``labs/`` never carries
@@ -32,12 +38,17 @@ import nbformat
 
 from streamlab.paths import REPO_ROOT
 from streamlab.tooling.notebooks import (
+    ANSWER_GUARD,
+    ANSWER_PLACEHOLDER,
     BEGIN,
     NOT_DONE,
+    SETUP_TAG,
     AuthoringError,
+    answer_id,
     exercise_id,
     is_proof,
     split_regions,
+    tags,
 )
 from streamlab.tooling.registry import Lab, labs
 from streamlab.tooling.registry import lab as registry_lab
@@ -121,7 +132,41 @@ def make_lab_notebook(solution: nbformat.NotebookNode, lab: Lab) -> nbformat.Not
             f"{lab.name}: course.toml lists exercise(s) {', '.join(missing)} "
             "but no cell is tagged for them"
         )
+    notebook.cells = closed_answers(notebook.cells, lab)
     return notebook
+
+
+def closed_answers(cells: list, lab: Lab) -> list:
+    """``cells`` with every answer cell closed: a run of consecutive answer cells of one
+    exercise keeps its code cells, each behind the guard line, and its first markdown cell,
+    as the placeholder; its other markdown cells go."""
+    closed: list = []
+    run: str | None = None  # the exercise of the run of answer cells the last cell was in
+    placed = False  # whether that run has its placeholder
+    for index, cell in enumerate(cells):
+        exercise = answer_id(cell)
+        if exercise is None:
+            run = None
+            closed.append(cell)
+            continue
+        where = f"{lab.name} cell {index + 1}"
+        if exercise not in {e.id for e in lab.exercises}:
+            raise AuthoringError(
+                f"{where}: tagged answer-{exercise}, but lab {lab.id} has no exercise {exercise}"
+            )
+        if exercise_id(cell) or SETUP_TAG in tags(cell):
+            raise AuthoringError(f"{where}: a graded cell cannot be an answer cell too")
+        if exercise != run:
+            run, placed = exercise, False
+        if cell.cell_type == "code":
+            cell.source = ANSWER_GUARD.format(id=exercise) + "\n" + cell.source
+            closed.append(cell)
+        elif not placed:
+            cell.source = ANSWER_PLACEHOLDER.format(id=exercise)
+            cell.pop("attachments", None)
+            closed.append(cell)
+            placed = True
+    return closed
 
 
 def _text(notebook: nbformat.NotebookNode) -> str:

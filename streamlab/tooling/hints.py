@@ -5,7 +5,8 @@ which API family) to an approach (the steps in words). They never hold the solut
 (:mod:`streamlab.tooling.hint_leaks` keeps that standard, in the course's tests).
 
 How many tiers a learner has seen is remembered in ``build/hints.json``; after the last one,
-the command points to the solution on the course site. ``--reset`` starts over.
+the command points to ``nox -s reveal`` (the answer, recorded as revealed) and to the solution
+on the course site. ``--reset`` starts over.
 """
 
 from __future__ import annotations
@@ -93,11 +94,17 @@ def next_hint(exercise_id: str, state_file: Path = STATE_FILE) -> str:
     if count >= total:
         url, built = solution_link(lab, exercise)
         anchor = url.partition("#")[2]
+        reveal = (
+            f"Still stuck? `nox -s reveal -- {exercise.id}` shows its answer: what the notebook "
+            "explains after its check, its solution and a discussion. The grade then records "
+            f"{exercise.id} as revealed, not passed, until your own code passes."
+        )
         return "\n".join(
             [
                 f"No more hints for exercise {exercise.id}: all {total} have been shown.",
-                f"Its solution and a discussion of it open on the course site once it passes "
-                f"(`nox -s check -- {lab.id}`), under the exercise:",
+                *textwrap.wrap(reveal, width=88),
+                f"Once it passes (`nox -s check -- {lab.id}`), its solution and discussion also "
+                "open on the course site, under the exercise:",
                 f"  {url}  (while `nox -s serve` runs)",
                 f"  {built.relative_to(REPO_ROOT)}#{anchor}  (after `nox -s site`)",
                 f"`nox -s hint -- --reset {exercise.id}` starts its hints over.",

@@ -5,6 +5,10 @@
 - In ``solutions/``, the lines between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` of an
   exercise cell are the answer; in ``labs/`` they are a stub that raises ``NOT_DONE``.
 - A proof cell's first comment line is ``# NBVAL_CHECK_OUTPUT``.
+- A cell tagged ``answer-4.2`` explains or shows exercise 4.2's answer (it follows the
+  exercise's ``%check`` cell). In ``labs/`` a markdown one is a one-line placeholder
+  (:data:`ANSWER_PLACEHOLDER`) and a code one starts with :data:`ANSWER_GUARD`, which stops it
+  until 4.2 has been graded; ``%check 4.2`` shows them once 4.2 passes or is revealed.
 
 The grader, ``%check``, the hint command and the authoring pipeline read these rules from
 here. Nothing here imports nbformat (seconds to import): :func:`read_cells` reads a notebook
@@ -21,12 +25,23 @@ from pathlib import Path
 
 EXERCISE_TAG = re.compile(r"^exercise-(\d+\.\d+)$")
 SETUP_TAG = "graded-setup"
+ANSWER_TAG = re.compile(r"^answer-(\d+\.\d+)$")
 #: nbval's marker of a cell whose output is compared: the course's proof cells.
 PROOF_MARKER = "NBVAL_CHECK_OUTPUT"
 
 #: The message a stub raises; the grader reads "not started" from it.
 NOT_DONE = "exercise {id} is not done yet"
 NOT_DONE_PATTERN = re.compile(r"^exercise (\d+\.\d+) is not done yet")
+
+#: What a markdown answer cell says in ``labs/`` until its exercise passes: one line.
+ANSWER_PLACEHOLDER = (
+    "*Exercise {id}'s answer, and why, opens when {id} passes: `%check {id}` shows it under "
+    "the verdict. Stuck? `nox -s reveal -- {id}` shows it too, and the grade records {id} as "
+    "revealed.*"
+)
+#: The line an answer code cell starts with in ``labs/``: it stops the cell, with a sentence,
+#: until its exercise has been graded once (:func:`streamlab.grading.require_graded`).
+ANSWER_GUARD = 'from streamlab.grading import require_graded; require_graded("{id}")'
 
 BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
@@ -52,6 +67,15 @@ def exercise_id(cell: Cell) -> str | None:
     """The exercise a cell belongs to, from its ``exercise-N.M`` tag, or None."""
     for tag in tags(cell):
         match = EXERCISE_TAG.match(tag)
+        if match:
+            return match.group(1)
+    return None
+
+
+def answer_id(cell: Cell) -> str | None:
+    """The exercise whose answer a cell explains or shows, from its ``answer-N.M`` tag, or None."""
+    for tag in tags(cell):
+        match = ANSWER_TAG.match(tag)
         if match:
             return match.group(1)
     return None
