@@ -107,6 +107,14 @@ def test_what_the_notebook_already_shows_is_not_a_leak():
     )
 
 
+def test_the_late_row_hint_names_the_watermark_of_the_batch_before():
+    # Spark filters a windowed count's late rows with the previous batch's watermark; a hint
+    # that names the batch's own gives right answers from a wrong rule.
+    late = registry.lab("02").exercise("2.4").hints[-1]
+    assert "the watermark of the batch before its own" in late
+    assert "eventTimeWatermarkForLateEvents" in late
+
+
 def test_tiers_differ_and_grow():
     for lab in registry.labs():
         for exercise in lab.exercises:

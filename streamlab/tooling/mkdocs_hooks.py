@@ -6,10 +6,14 @@
 - On a lab page, the line ``<!-- exercises -->`` becomes one section per exercise: the task
   as the solution notebook states it, each tier of its hints from ``course.toml`` (collapsed),
   then its solution code from the notebook and its discussion from ``discussions.toml``
-  (collapsed), once ``build/grade.json`` says the exercise passed. Before that, the page holds
-  neither, only the sentence saying how to open them: the learner commits to an answer before
-  reading one. ``STREAMLAB_SITE_SOLUTIONS=all`` builds the instructor's site, every solution
+  (collapsed), once ``build/grade.json`` says the exercise passed or was revealed. Before
+  that, the page holds neither, only the sentence saying how to open them: the learner commits
+  to an answer before reading one. ``STREAMLAB_SITE_SOLUTIONS=all`` builds the instructor's site, every solution
   and discussion in it. Nothing is pasted, so the page cannot drift from the lab.
+- On any page, ``<!-- after N.M -->`` ... ``<!-- /after -->`` folds away text that tells
+  exercise N.M's answer (a trace of its story, the fact that settles it): the page holds one
+  line saying it opens when N.M passes, until the grade says N.M passed (or was revealed), as
+  the solutions do. An unknown exercise or a fold left open stops the build with a sentence.
 - ``<!-- benchmarks -->`` becomes every published benchmark result (``site/benchmarks/``,
   written by ``nox -s bench``) as a table of targets and its charts; ``<!-- benchmark NAME -->``
   becomes one of them.
@@ -38,6 +42,11 @@ from streamlab.tooling import registry
 from streamlab.tooling.notebooks import exercise_id, without_markers
 
 MARKER = "<!-- exercises -->"
+#: A fold: what it wraps opens with exercise N.M's solution. Folds wrap whole blocks
+#: (paragraphs, lists, tables, diagrams), each marker on a line of its own.
+FOLD = re.compile(r"^<!-- (after (?P<id>\S+)|/after) -->[ \t]*$", re.MULTILINE)
+#: A fenced code block: a fold marker inside one is an example, shown as written.
+FENCE = re.compile(r"^(`{3,}|~{3,}).*?^\1[ \t]*$", re.MULTILINE | re.DOTALL)
 LABS_MARKER = "<!-- labs -->"
 BENCHMARKS_MARKER = re.compile(r"<!-- benchmarks? ?([a-z_]*) -->")
 #: Inline code up to this many characters is kept on one line (styled in course.css).
@@ -49,6 +58,9 @@ _PLAIN_CODE = re.compile(rf"<code>([^<]{{1,{WHOLE_CODE_CHARS}}})</code>")
 SOLUTIONS_SWITCH = "STREAMLAB_SITE_SOLUTIONS"
 #: The grade that opens solutions: the one ``nox -s check`` writes.
 GRADE_FILE = BUILD_DIR / "grade.json"
+#: The statuses of a graded exercise that open its solution, discussion and folds: a
+#: revealed exercise is not passed, but its answer is no longer to be found.
+OPENING = ("passed", "revealed")
 #: A short discussion of each exercise's solution: ``["4.3"] text = """..."""``.
 DISCUSSIONS_FILE = REPO_ROOT / "discussions.toml"
 
@@ -208,7 +220,8 @@ def read_discussions(path: Path = DISCUSSIONS_FILE) -> dict[str, str]:
 
 
 def passed_exercises(grade_file: Path = GRADE_FILE) -> frozenset[str]:
-    """The exercises ``grade_file`` says passed; none when it is missing or unreadable.
+    """The exercises ``grade_file`` says passed or revealed (``nox -s reveal``): their
+    solutions, discussions and folds open; none when the file is missing or unreadable.
 
     Every lab of the grade counts, those an earlier run graded (``earlier_labs``) and an
     exercise graded on cells the notebook has changed since (``earlier_exercises``): it passed
@@ -225,7 +238,7 @@ def passed_exercises(grade_file: Path = GRADE_FILE) -> frozenset[str]:
     passed = set()
     for lab in _entries(graded.get("labs")) + _entries(graded.get("earlier_labs")):
         for row in _entries(lab.get("exercises")) + _entries(lab.get("earlier_exercises")):
-            if row.get("status") == "passed" and isinstance(row.get("id"), str):
+            if row.get("status") in OPENING and isinstance(row.get("id"), str):
                 passed.add(row["id"])
     return frozenset(passed)
 
@@ -260,6 +273,61 @@ def opened_exercises(
     return passed_exercises(grade_file)
 
 
+def folded_sentence(exercise: str) -> str:
+    """The one line a closed fold leaves on its page."""
+    lab = next(lab.id for lab in registry.labs() if any(e.id == exercise for e in lab.exercises))
+    return (
+        f"*This part opens once exercise {exercise} passes or is revealed (`nox -s check -- "
+        f"{lab}`, `nox -s reveal -- {exercise}`; then build the site again, which `nox -s serve` "
+        "does on its own): it tells that exercise's answer.*"
+    )
+
+
+def unfold(markdown: str, opened: Collection[str] | None, page: str = "the page") -> str:
+    """``markdown`` with each ``<!-- after N.M -->`` fold open or closed.
+
+    A fold of an exercise in ``opened`` (or any fold, when ``opened`` is None: the
+    instructor's build) keeps its text without the markers; any other becomes
+    :func:`folded_sentence`. A fold inside another opens only when both do. A fold that names
+    no exercise of the course, one left open and a stray ``<!-- /after -->`` each stop the
+    build with a sentence. Markers inside a fenced code block are an example, left as written.
+    """
+    known = {e.id for lab in registry.labs() for e in lab.exercises}
+    fenced = [fence.span() for fence in FENCE.finditer(markdown)]
+    levels: list[list[str]] = [[]]  # the text of each fold being read, the page's first
+    folds: list[tuple[str, int]] = []  # the folds being read: exercise and line
+    position = 0
+    for match in FOLD.finditer(markdown):
+        if any(start <= match.start() < end for start, end in fenced):
+            continue
+        line = markdown.count("\n", 0, match.start()) + 1
+        levels[-1].append(markdown[position : match.start()])
+        position = match.end()
+        exercise = match.group("id")
+        if exercise is not None:
+            if exercise not in known:
+                raise PluginError(
+                    f"{page}: the fold on line {line} opens with exercise {exercise}, which "
+                    "course.toml does not have; name one, as in `<!-- after 2.4 -->`."
+                )
+            folds.append((exercise, line))
+            levels.append([])
+            continue
+        if not folds:
+            raise PluginError(f"{page}: `<!-- /after -->` on line {line} closes no fold.")
+        exercise, _ = folds.pop()
+        text = "".join(levels.pop()).strip("\n")
+        shown = opened is None or exercise in opened
+        levels[-1].append(f"\n{text if shown else folded_sentence(exercise)}\n")
+    if folds:
+        exercise, line = folds[-1]
+        raise PluginError(
+            f"{page}: the fold `<!-- after {exercise} -->` on line {line} is never closed: end "
+            "it with `<!-- /after -->` on a line of its own."
+        )
+    return "".join(levels[0]) + markdown[position:]
+
+
 def lab_table() -> str:
     """A table of every lab with its summary, linked to its page."""
     rows = [
@@ -284,6 +352,7 @@ def benchmark_sections(name: str, page_uri: str, folder=None) -> str:
 
 
 def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
+    markdown = unfold(markdown, _build["opened"], f"site/{page.file.src_uri}")
     markdown = markdown.replace(LABS_MARKER, lab_table())
     markdown = BENCHMARKS_MARKER.sub(
         lambda match: benchmark_sections(match.group(1), page.file.src_uri), markdown
