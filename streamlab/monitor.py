@@ -243,7 +243,7 @@ def start(
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime=trigger)
     )
-    from streamlab.restart_trials import session_conf
+    from streamlab.session import session_conf
 
     # Spark reads the session's settings when the query starts: put back at once, as found.
     with session_conf(spark, QUERY_CONF):

@@ -20,13 +20,11 @@ import json
 import re
 import shutil
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamlab.deadlines import QueryStalled, finish
-
-NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+from streamlab.session import NO_DATA_BATCHES, session_conf
 
 #: The outcomes of a trial: the change took effect, the checkpoint's value won, Spark refused.
 RUNS, IGNORED, REFUSED = "runs", "ignored", "refused"
@@ -121,26 +119,6 @@ def try_restart(
     return Trial(
         change, True, pinned=pinned_settings(folder / "checkpoint"), asked=asked, folder=folder
     )
-
-
-@contextmanager
-def session_conf(spark, conf: dict[str, str]):
-    """Set ``conf`` on the session for the block, then put every key back as it was.
-
-    ``spark.conf.unset`` would not do: it falls back to Spark's default, not to the value the
-    session started with (200 shuffle partitions instead of the course's 2).
-    """
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def error_class(error: BaseException) -> str:

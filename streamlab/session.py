@@ -129,13 +129,28 @@ def check_java() -> None:
         )
 
 
-def session_conf(shuffle_partitions: int | None = None, **extra: str) -> dict[str, str]:
-    """The configuration :func:`spark_session` starts with, plus overrides."""
-    conf = dict(DEFAULT_CONF)
-    if shuffle_partitions is not None:
-        conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
-    conf.update({key: str(value) for key, value in extra.items()})
-    return conf
+#: Whether a streaming query runs micro-batches with no new data (for timers, watermarks).
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+
+
+@contextmanager
+def session_conf(spark, conf: dict[str, str]):
+    """Set ``conf`` on the session for the block, then put every key back as it was.
+
+    ``spark.conf.unset`` would not do: it falls back to Spark's default, not to the value the
+    session started with (200 shuffle partitions instead of the course's 2).
+    """
+    before = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 #: The session the graded checks and the course's tests share (streamlab.spark_fixtures), and

@@ -648,7 +648,7 @@ def _first_streaming_query(spark, name: str) -> None:
     the end of two files."""
     from streamlab.deadlines import finish
     from streamlab.grading.warm_processor import WarmUpProcessor
-    from streamlab.restart_trials import NO_DATA_BATCHES, session_conf
+    from streamlab.session import NO_DATA_BATCHES, session_conf
 
     with tempfile.TemporaryDirectory(prefix="streamlab-warm-") as folder:
         scratch = Path(folder)
