@@ -282,6 +282,9 @@ def _connect_session(remote: str, conf: dict[str, str] | None) -> SparkSession:
         )
     _check_server(remote)
     spark = SparkSession.builder.remote(remote).getOrCreate()
+    from streamlab.spark_private import read_progress_as_classic
+
+    read_progress_as_classic()
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         if key.startswith("spark.sql."):
             spark.conf.set(key, value)

@@ -53,7 +53,15 @@ _NUMBER = re.compile(r"^\s*(-?[\d,]+(?:\.\d+)?)\s*([A-Za-z]*)")
 
 
 def address(spark: Any) -> str | None:
-    """``http://127.0.0.1:PORT`` of the session's UI, or None when it runs without one."""
+    """``http://127.0.0.1:PORT`` of the session's UI, or None when it runs without one.
+
+    A Spark Connect session has no UI of its own (its server's runs the queries) and no
+    ``sparkContext`` to ask: :class:`SparkUI` says so.
+    """
+    from streamlab.spark_private import over_connect
+
+    if over_connect(spark):
+        return None
     url = spark.sparkContext.uiWebUrl
     if not url:
         return None
@@ -85,7 +93,16 @@ class SparkUI:
 
     @classmethod
     def of(cls, spark: Any) -> SparkUI:
+        from streamlab.spark_private import NeedsClassicSession, over_connect
+
         url = address(spark)
+        if url is None and over_connect(spark):
+            raise NeedsClassicSession(
+                "Spark's web UI needs a classic Spark session: this one is a Spark Connect "
+                "client, whose queries run in its server, and the course's server (nox -s "
+                "connect) runs without a UI. Run this section on the course's own session: "
+                "unset STREAMLAB_SPARK_REMOTE and restart the kernel."
+            )
         if url is None:
             raise RuntimeError(
                 "this Spark session runs without its web UI: start it with "
