@@ -176,9 +176,10 @@ def spark_session(
     # An explicit master (the checks ask for local[2]) outranks the environment's server.
     remote = remote or (None if master else os.environ.get(REMOTE_ENV))
     if remote:
+        spark = _connect_session(remote, conf)
         if ui:
-            print(f"The web UI of a Spark Connect session is its server's ({remote}).")
-        return _connect_session(remote, conf)
+            _say_ui(spark)
+        return spark
     active = SparkSession.getActiveSession()
     if active is not None:
         if ui:
@@ -223,7 +224,9 @@ def _say_ui(spark: SparkSession) -> None:
     from streamlab.spark_ui import address
 
     url = address(spark)
-    if url is None:
+    if url is None and type(spark).__module__.startswith("pyspark.sql.connect."):
+        print("This Spark Connect session's server runs without a web UI.")
+    elif url is None:
         print(
             "This session started without its web UI: restart the kernel and call "
             "streamlab.spark_session(ui=True) before anything else starts Spark."

@@ -55,13 +55,18 @@ _NUMBER = re.compile(r"^\s*(-?[\d,]+(?:\.\d+)?)\s*([A-Za-z]*)")
 def address(spark: Any) -> str | None:
     """``http://127.0.0.1:PORT`` of the session's UI, or None when it runs without one.
 
-    A Spark Connect session has no UI of its own (its server's runs the queries) and no
-    ``sparkContext`` to ask: :class:`SparkUI` says so.
+    A Spark Connect session's UI is its server's, where its queries run: the server says where
+    (``python -m streamlab.connect`` runs one) through its settings, as it has no
+    ``sparkContext`` to ask.
     """
     from streamlab.spark_private import over_connect
 
     if over_connect(spark):
-        return None
+        if spark.conf.get("spark.ui.enabled", "false") != "true":
+            return None
+        host = spark.conf.get("spark.connect.grpc.binding.address", None)
+        port = spark.conf.get("spark.ui.port", None)
+        return f"http://{host}:{port}" if host and port else None
     url = spark.sparkContext.uiWebUrl
     if not url:
         return None
@@ -98,10 +103,10 @@ class SparkUI:
         url = address(spark)
         if url is None and over_connect(spark):
             raise NeedsClassicSession(
-                "Spark's web UI needs a classic Spark session: this one is a Spark Connect "
-                "client, whose queries run in its server, and the course's server (nox -s "
-                "connect) runs without a UI. Run this section on the course's own session: "
-                "unset STREAMLAB_SPARK_REMOTE and restart the kernel."
+                "This Spark Connect session's web UI is its server's, and its server runs "
+                "without one or does not say where: the course's server (nox -s connect) runs "
+                "one; or run this section on the course's own session: unset "
+                "STREAMLAB_SPARK_REMOTE and restart the kernel."
             )
         if url is None:
             raise RuntimeError(

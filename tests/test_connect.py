@@ -31,6 +31,7 @@ from streamlab.grading.loader import load_notebook
 from streamlab.deadlines import _describe_progress
 from streamlab.monitor import LAB04, parse_heartbeats
 from streamlab.progress import as_dict
+from streamlab.spark_ui import SparkUI
 
 connection_string, checkpoint, machines = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 spark = streamlab.spark_session()
@@ -81,6 +82,8 @@ print(json.dumps({
     "as_dict": [as_dict(p).get("numInputRows") for p in reports],
     "described": _describe_progress(query.lastProgress),
     "classic_only": classic_only,
+    "ui_app": SparkUI.of(spark).app_id,
+    "server_app": spark.conf.get("spark.app.id"),
     "operators": [r.operatorName for r in
                   spark.read.format("state-metadata").load(checkpoint).collect()],
     "state": {r.key.machine_name: r.value.status for r in state.collect()},
@@ -138,5 +141,7 @@ def test_lab04_heartbeat_query_runs_over_spark_connect(hub, tmp_path):
     ), seen["classic_only"]
     assert seen["operators"] == ["transformWithStateInPySparkExec"]
     assert seen["state"] == {machine: "Healthy" for machine in MACHINES}
+    # Spark's web UI, for lab 06's tour, is the server's: the client finds it.
+    assert seen["ui_app"] == seen["server_app"]
     # The client started no JVM of its own: the server did the work.
     assert seen["local_jvm"] is False

@@ -38,3 +38,25 @@ def test_a_notebook_that_never_ran_is_not_counted_as_passed(tmp_path):
 def test_an_unknown_lab_gets_a_sentence_and_no_server(capsys):
     assert connect_notebooks.main(["99"]) == 2
     assert "There is no lab '99'" in capsys.readouterr().err
+
+
+def test_a_classic_only_cell_is_skipped_over_connect(tmp_path):
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell(
+            "raise RuntimeError('needs the JVM')", metadata={"tags": ["classic-only"]}
+        ),
+    ]
+    path = tmp_path / "lab.ipynb"
+    nbformat.write(notebook, path)
+    report = tmp_path / "report.xml"
+    subprocess.run(
+        [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider", "--nbval-lax",
+         f"--junitxml={report}", "-p", "streamlab.tooling.connect_nbval"],
+        cwd=tmp_path, capture_output=True, check=False,
+    )  # fmt: skip
+    run = read_junit("xx", report, 0)
+    assert (run.passed, run.classic_only, run.failed) == (1, 1, [])

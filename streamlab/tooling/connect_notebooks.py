@@ -7,7 +7,9 @@ the cells that differ or fail and the time it took; each notebook's pytest outpu
 ``build/connect-notebooks/NN.log``. Exit status 0 when every notebook passed.
 
 Where Spark Connect truly behaves otherwise, the cell says so, and ``connect_differences.cfg``
-holds both readings of the line it prints: nbval compares the rest of the cell.
+holds both readings of the line it prints: nbval compares the rest of the cell. A cell that
+cannot run over Connect at all is tagged ``classic-only`` and skipped
+(:mod:`streamlab.tooling.connect_nbval`); the count of those is printed too.
 
     python -m streamlab.tooling.connect_notebooks            # every lab
     python -m streamlab.tooling.connect_notebooks 00 04      # some
@@ -29,10 +31,13 @@ from streamlab.connect import ConnectServer, ConnectServerError
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 from streamlab.session import REMOTE_ENV
 from streamlab.tooling import registry
+from streamlab.tooling.connect_nbval import REASON
 
 LOG_DIR = BUILD_DIR / "connect-notebooks"
 #: The lines a notebook truly prints otherwise over Spark Connect, each with both readings.
 DIFFERENCES = Path(__file__).with_name("connect_differences.cfg")
+#: How long one notebook may take over Connect, all its cells (each is held to 300 s by nbval).
+NOTEBOOK_TIMEOUT = 1800
 
 
 @dataclass
@@ -42,14 +47,18 @@ class NotebookRun:
     lab: str
     passed: int = 0
     skipped: int = 0
+    classic_only: int = 0  # skipped as tagged classic-only
     failed: list[str] = field(default_factory=list)  # the cells that differ or raise
     seconds: float = 0.0
 
     def line(self) -> str:
         verdict = "passed" if not self.failed else f"{len(self.failed)} cell(s) differ or fail"
         cells = f"{self.passed} of {self.passed + len(self.failed)} cells"
+        classic = f"{self.classic_only} classic-only"
         names = f": {', '.join(self.failed)}" if self.failed else ""
-        return f"lab {self.lab}  {verdict:<28} {cells:<16} {self.seconds:6.0f} s{names}"
+        return (
+            f"lab {self.lab}  {verdict:<28} {cells:<16} {classic:<15} {self.seconds:6.0f} s{names}"
+        )
 
 
 def read_junit(lab: str, report: Path, seconds: float) -> NotebookRun:
@@ -60,8 +69,10 @@ def read_junit(lab: str, report: Path, seconds: float) -> NotebookRun:
         return run
     for case in ET.parse(report).getroot().iter("testcase"):
         name = case.get("name", "?").rsplit("::", 1)[-1]
-        if case.find("skipped") is not None:
+        skipped = case.find("skipped")
+        if skipped is not None:
             run.skipped += 1
+            run.classic_only += REASON in (skipped.get("message") or "")
         elif case.find("failure") is not None or case.find("error") is not None:
             run.failed.append(name)
         else:
@@ -76,10 +87,21 @@ def run_notebook(lab: registry.Lab, remote: str, log_dir: Path) -> NotebookRun:
     env = {**os.environ, REMOTE_ENV: remote, "STREAMLAB_WARM_GRADER": "0"}
     notebook = lab.notebook(REPO_ROOT / "solutions")
     command = [sys.executable, "-m", "pytest", str(notebook), "-q", f"--junitxml={report}"]
-    command.append(f"--nbval-sanitize-with={DIFFERENCES}")
+    command += [f"--nbval-sanitize-with={DIFFERENCES}", "-p", "streamlab.tooling.connect_nbval"]
+    log = log_dir / f"{lab.id}.log"
+    log.write_text("", encoding="utf-8")
     began = time.monotonic()
-    with open(log_dir / f"{lab.id}.log", "w", encoding="utf-8") as log:
-        subprocess.call(command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    # A session of its own, so that a notebook that overstays ends with its kernel.
+    pytest = processes.Child(command, log=log, group=True, env=env, cwd=REPO_ROOT)
+    try:
+        pytest.wait(NOTEBOOK_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        processes.terminate(pytest, group=True)
+        with log.open("a", encoding="utf-8") as out:
+            out.write(f"\nnbval did not finish lab {lab.id} within {NOTEBOOK_TIMEOUT} s.\n")
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the notebook's kernel goes too
+        processes.terminate(pytest, group=True)
+        raise
     return read_junit(lab.id, report, time.monotonic() - began)
 
 
