@@ -32,6 +32,7 @@ from streamlab.deadlines import _describe_progress
 from streamlab.monitor import LAB04, parse_heartbeats
 from streamlab.progress import as_dict
 from streamlab.spark_ui import SparkUI
+from streamlab.widgets.time_view import time_batches
 
 connection_string, checkpoint, machines = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 spark = streamlab.spark_session()
@@ -81,6 +82,7 @@ print(json.dumps({
     "rows_from_sources": [(p.batchId, sum(s["numInputRows"] for s in p["sources"])) for p in reports],
     "as_dict": [as_dict(p).get("numInputRows") for p in reports],
     "described": _describe_progress(query.lastProgress),
+    "time_view": [b.input_rows for b in time_batches(reports, spark=spark, checkpoint=checkpoint)],
     "classic_only": classic_only,
     "ui_app": SparkUI.of(spark).app_id,
     "server_app": spark.conf.get("spark.app.id"),
@@ -135,6 +137,7 @@ def test_lab04_heartbeat_query_runs_over_spark_connect(hub, tmp_path):
     heard = {batch: n for batch, n in seen["progress"] if batch in rows}
     assert heard and heard == {batch: rows[batch] for batch in heard}
     assert "None input row" not in seen["described"], seen["described"]
+    assert seen["time_view"] == list(rows.values())  # the TimeView widget's rows in
     # Offline repartitioning needs the driver's JVM: a sentence says so, not the release.
     assert seen["classic_only"].startswith(
         "NeedsClassicSession: Offline repartitioning needs a classic Spark session"
