@@ -28,6 +28,11 @@ MASTER_ENV = "STREAMLAB_SPARK_MASTER"
 #: Environment variable naming a Spark Connect server (``sc://HOST:PORT``); used when set.
 REMOTE_ENV = "STREAMLAB_SPARK_REMOTE"
 
+#: PySpark's switch to Spark Connect, which its Connect client sets in ``os.environ``.
+CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"
+#: Whether this process has made a Spark Connect session (see :func:`_connect_session`).
+_CONNECTED = False
+
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 
 #: Settings every course session starts with. Lab 00 explains each one.
@@ -180,6 +185,11 @@ def spark_session(
         if ui:
             _say_ui(spark)
         return spark
+    if not _CONNECTED:
+        # A Spark Connect session in the process that started this one (a notebook's kernel
+        # over Connect, starting the grader or the monitor) leaves PySpark's own switch to
+        # Connect on in the environment, which would make this classic session a Connect one.
+        os.environ.pop(CONNECT_MODE_ENV, None)
     active = SparkSession.getActiveSession()
     if active is not None:
         if ui:
@@ -283,8 +293,10 @@ def _connect_session(remote: str, conf: dict[str, str] | None) -> SparkSession:
         raise SparkConnectUnavailable(
             f"A Spark Connect address starts with sc://, as in sc://127.0.0.1:15002; got {remote!r}."
         )
+    global _CONNECTED
     _check_server(remote)
     spark = SparkSession.builder.remote(remote).getOrCreate()
+    _CONNECTED = True
     from streamlab.spark_private import read_progress_as_classic
 
     read_progress_as_classic()
