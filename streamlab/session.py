@@ -180,21 +180,11 @@ def spark_session(
 
     # An explicit master (the checks ask for local[2]) outranks the environment's server.
     remote = remote or (None if master else os.environ.get(REMOTE_ENV))
-    if remote:
-        spark = _connect_session(remote, conf)
+    spark = _connect_session(remote, conf) if remote else _active_classic_session()
+    if spark is not None:
         if ui:
             _say_ui(spark)
         return spark
-    if not _CONNECTED:
-        # A Spark Connect session in the process that started this one (a notebook's kernel
-        # over Connect, starting the grader or the monitor) leaves PySpark's own switch to
-        # Connect on in the environment, which would make this classic session a Connect one.
-        os.environ.pop(CONNECT_MODE_ENV, None)
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        if ui:
-            _say_ui(active)
-        return active
     check_java()
     master = master or os.environ.get(MASTER_ENV, "local[*]")
     os.environ["PYSPARK_PYTHON"] = _worker_python(master)
@@ -212,6 +202,18 @@ def spark_session(
     if ui:
         _say_ui(spark)
     return spark
+
+
+def _active_classic_session() -> SparkSession | None:
+    """This process's classic session, if it has started one."""
+    from pyspark.sql import SparkSession
+
+    if not _CONNECTED:
+        # A Spark Connect session in the process that started this one (a notebook's kernel
+        # over Connect, starting the grader or the monitor) leaves PySpark's own switch to
+        # Connect on in the environment, which would make this classic session a Connect one.
+        os.environ.pop(CONNECT_MODE_ENV, None)
+    return SparkSession.getActiveSession()
 
 
 def _ui_conf(master: str) -> dict[str, str]:
