@@ -107,6 +107,12 @@ def connect(session: nox.Session) -> None:
 
 
 @nox.session
+def connect_notebooks(session: nox.Session) -> None:
+    """Run the solution notebooks under nbval over a Spark Connect server it starts (`-- 00 04`: some)."""
+    hand_over(session, "streamlab.tooling.connect_notebooks")
+
+
+@nox.session
 def hub(session: nox.Session) -> None:
     """Look inside the running hub: partitions, sequence numbers, recent events, readers."""
     hand_over(session, "streamlab.hub_explorer")
@@ -171,11 +177,13 @@ def test(session: nox.Session) -> None:
         return
     # Two streams side by side, as both spend much of their time waiting on Spark's triggers,
     # the hub and child processes: the package's tests, and beside them the solution notebooks
-    # (nbval) followed by the tests that run whole programs (the monitor, the demo, a cluster).
+    # (nbval), the tests that run whole programs (the monitor, the demo, a cluster), and some of
+    # the solution notebooks again over a Spark Connect server (CONNECT_LABS).
     # The side stream has a scratch folder of its own.
     logs = {
         "the solution notebooks under nbval": ROOT / "build" / "solutions-nbval.log",
         "the whole-program tests": ROOT / "build" / "whole-programs.log",
+        "the solution notebooks over Spark Connect": ROOT / "build" / "connect-notebooks.log",
     }
     logs[next(iter(logs))].parent.mkdir(parents=True, exist_ok=True)
     side_env = {**os.environ, **env, "STREAMLAB_BUILD_DIR": str(ROOT / "build" / "side")}
@@ -183,7 +191,7 @@ def test(session: nox.Session) -> None:
     side_env["STREAMLAB_WARM_GRADER"] = "0"
     session.log(
         f"Running the solution notebooks, then {len(SIDE_TESTS)} test files of whole programs, "
-        f"beside the tests (output: {', '.join(str(path) for path in logs.values())})"
+        f"then labs {', '.join(CONNECT_LABS)} over Spark Connect, beside the tests (output: {', '.join(str(path) for path in logs.values())})"
     )
     side = threading.Thread(target=_side_stream, args=(side_env, logs), daemon=True)
     side.start()
@@ -210,15 +218,20 @@ SIDE_TESTS = [
     "tests/test_lab05_recovery.py",
 ]
 SIDE_RESULTS: dict[str, int] = {}
+#: The labs whose solution notebooks `nox -s test` also runs over Spark Connect (all eleven:
+#: `nox -s connect_notebooks`).
+CONNECT_LABS = ["00", "01", "02", "04"]
 
 
 def _side_stream(env: dict[str, str], logs: dict[str, Path]) -> None:
-    """The solution notebooks under nbval, then the whole-program tests, each to its log."""
-    steps = dict(zip(logs, (["solutions", "-q"], [*SIDE_TESTS, "-q"]), strict=True))
-    for name, args in steps.items():
+    """The solution notebooks under nbval, the whole-program tests, then CONNECT_LABS over
+    Spark Connect, each to its log."""
+    connect = ["streamlab.tooling.connect_notebooks", *CONNECT_LABS]
+    steps = (["pytest", "solutions", "-q"], ["pytest", *SIDE_TESTS, "-q"], connect)
+    for name, args in zip(logs, steps, strict=True):
         with logs[name].open("w") as out:
             SIDE_RESULTS[name] = subprocess.call(
-                [str(BIN / "python"), "-m", "pytest", *args],
+                [str(BIN / "python"), "-m", *args],
                 cwd=ROOT,
                 env=env,
                 stdout=out,

@@ -2,7 +2,8 @@
 
 PySpark ships the Spark Connect server (``pyspark/jars/spark-connect_*.jar``), so the course
 starts one on loopback without a Spark download: the RocksDB state store with changelog
-checkpointing and every other setting of :func:`streamlab.spark_session`, its Python workers
+checkpointing and every other setting of :func:`streamlab.spark_session` (but its web UI, on,
+where a client's queries show), its Python workers
 on this interpreter (which imports ``streamlab``), logs under ``build/connect/``. A client then
 needs no Java::
 
@@ -56,12 +57,20 @@ class ConnectServer:
         self.conf = {**DEFAULT_CONF, **(conf or {})}
         self.log_dir = Path(log_dir) if log_dir else LOG_DIR
         self.host = host
+        #: The port of the server's web UI (chosen at start): a Connect client has no UI of its
+        #: own, and its queries are the server's.
+        self.ui_port = 0
         self._process: processes.Child | None = None
 
     @property
     def url(self) -> str:
         """``sc://HOST:PORT``: the value for ``spark_session(remote=...)``."""
         return f"sc://{self.host}:{self.port}"
+
+    @property
+    def ui_url(self) -> str:
+        """``http://HOST:PORT`` of the server's web UI, where its queries show."""
+        return f"http://{self.host}:{self.ui_port}"
 
     @property
     def log(self) -> Path:
@@ -73,6 +82,9 @@ class ConnectServer:
             **self.conf,
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(self.port),
+            # streamlab.spark_ui finds it from a client through these two settings.
+            "spark.ui.enabled": "true",
+            "spark.ui.port": str(self.ui_port),
         }
         args = [
             str(spark_home() / "bin" / "spark-submit"),
@@ -91,6 +103,7 @@ class ConnectServer:
         """Start the server; return once it accepts connections."""
         if not self.port:
             self.port = free_port(self.host)
+        self.ui_port = self.ui_port or free_port(self.host)
         self._process = start_daemon(self.command(), self.log, daemon_env(self.host))
         try:
             processes.wait_until(
@@ -159,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         server,
         lambda: [
             f"Spark Connect  {server.url}  (queries run on {server.master})",
+            f"web UI         {server.ui_url}",
             f"log            {server.log}",
             "Use it from a notebook with streamlab.spark_session(remote=...), or after:",
             f"  export STREAMLAB_SPARK_REMOTE={server.url}",

@@ -142,15 +142,82 @@ def batches_of(query: StreamingQuery, emitted: dict[int, list[dict]]) -> list[Ba
     return batches
 
 
+class Recorded(dict):
+    """Batch id -> the rows it emitted, as a ``foreachBatch`` function of :func:`recorder` saw them.
+
+    On a classic session the function runs in this process and fills the dict. Over Spark
+    Connect it runs in the server's Python process, which cannot reach this dict: it leaves
+    each batch's rows in ``folder`` instead (the course's server shares this machine's disk),
+    and every read of the dict takes in what is there first.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def _take_in(self) -> None:
+        import pickle
+
+        for path in sorted(self.folder.glob("*.pickle")):
+            super().__setitem__(int(path.stem), pickle.loads(path.read_bytes()))
+
+    def __getitem__(self, batch_id: int) -> list[dict]:
+        self._take_in()
+        return super().__getitem__(batch_id)
+
+    def __iter__(self):
+        self._take_in()
+        return super().__iter__()
+
+    def __contains__(self, batch_id: object) -> bool:
+        self._take_in()
+        return super().__contains__(batch_id)
+
+    def __len__(self) -> int:
+        self._take_in()
+        return super().__len__()
+
+    def get(self, batch_id: int, default: Any = None) -> Any:
+        self._take_in()
+        return super().get(batch_id, default)
+
+    def keys(self):
+        self._take_in()
+        return super().keys()
+
+    def items(self):
+        self._take_in()
+        return super().items()
+
+    def values(self):
+        self._take_in()
+        return super().values()
+
+
 def recorder() -> tuple[dict[int, list[dict]], Callable[[Any, int], None]]:
     """A ``foreachBatch`` function and the dict it fills: batch id -> the rows it emitted.
 
-    A batch that Spark runs again after a failure replaces its first attempt's rows.
+    A batch that Spark runs again after a failure replaces its first attempt's rows. Over
+    Spark Connect the dict is filled through a folder under ``build/`` (see :class:`Recorded`).
     """
-    emitted: dict[int, list[dict]] = {}
+    import tempfile
+
+    from streamlab.paths import BUILD_DIR
+
+    (BUILD_DIR / "recorded").mkdir(parents=True, exist_ok=True)
+    emitted = Recorded(Path(tempfile.mkdtemp(dir=BUILD_DIR / "recorded")))
+    folder = emitted.folder
 
     def record(df, batch_id: int) -> None:
-        emitted[batch_id] = _plain(df)
+        rows = _plain(df)
+        if type(df).__module__.startswith("pyspark.sql.connect."):
+            import pickle
+
+            written = folder / f"{batch_id}.pickle.part"
+            written.write_bytes(pickle.dumps(rows))
+            written.replace(folder / f"{batch_id}.pickle")
+        else:
+            dict.__setitem__(emitted, batch_id, rows)
 
     return emitted, record
 

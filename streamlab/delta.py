@@ -126,6 +126,13 @@ def _query_id(batch: DataFrame) -> str:
         query_id = batch.sparkSession.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
     except Exception:  # Spark Connect has no SparkContext on the client
         query_id = None
+    if not query_id and type(batch).__module__.startswith("pyspark.sql.connect."):
+        raise ValueError(
+            "delta_writer(path) names its writes after the streaming query that calls it, "
+            "and over Spark Connect a foreachBatch function runs in the server's Python "
+            "process, which cannot read its query's id: pass app_id='a name for the writer' "
+            "(a new name whenever the query's checkpoint is replaced), or use a classic session."
+        )
     if not query_id:
         raise ValueError(
             "delta_writer(path) names its writes after the streaming query that "

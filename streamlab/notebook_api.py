@@ -75,6 +75,8 @@ NOTEBOOK_API: dict[str, str] = {
     "streamlab.restart_trials.error_class": "error_class(error)",
     "streamlab.restart_trials.batches": 'batches(checkpoint / "offsets")',
     "streamlab.spark_private.repartition_state": "repartition_state(spark, checkpoint, 4)",
+    "streamlab.spark_private.NeedsClassicSession": "except NeedsClassicSession: ...   # over Spark Connect",
+    "streamlab.spark_private.over_connect": "if over_connect(spark): ...   # a Spark Connect client",
     "streamlab.delta.delta_writer": "df.writeStream.foreachBatch(delta_writer(table))",
     "streamlab.delta.fan_out": "df.writeStream.foreachBatch(fan_out(delta_writer(a), delta_writer(b)))",
     "streamlab.delta.read_table": "read_table(table)",

@@ -6,6 +6,12 @@ report's own JSON (``progress.json``) and a report recorded to a file carry them
 :func:`as_dict` turns any of them into plain JSON data, and :func:`offsets` reads an offset in
 either form, so that the course's readings (:func:`backlog`, :mod:`streamlab.alerts`) work on
 a live query and on a recorded report alike.
+
+A Spark Connect client builds its reports from the JSON its server sends, which leaves out the
+report's totals over its sources (``numInputRows``, ``inputRowsPerSecond``,
+``processedRowsPerSecond``): :func:`as_classic` puts them back, and a Connect session of the
+course (:func:`streamlab.spark_session`) applies it to every report it reads, so that
+``progress["numInputRows"]`` reads the same on both kinds of session.
 """
 
 from __future__ import annotations
@@ -28,6 +34,43 @@ def as_dict(progress: Any) -> dict:
     if isinstance(progress, Mapping):
         return dict(progress)
     raise TypeError(f"a progress report is a dict or a StreamingQueryProgress, not {progress!r}")
+
+
+#: A report's totals over its sources, in the order a classic session's report lists them.
+TOTALS = ("numInputRows", "inputRowsPerSecond", "processedRowsPerSecond")
+
+
+#: Fields a classic session's report leaves out of its JSON when they are empty.
+_OMITTED_WHEN_EMPTY = ("eventTime", "observedMetrics")
+
+
+def as_classic(report: Mapping) -> dict:
+    """The report as a classic session's report has it, from the JSON a Connect server sends.
+
+    The totals go back in, as Spark's own report computes them: each the sum of the sources'
+    values, where a rate that some source does not report (NaN, which JSON leaves out) stays
+    out; totals already present are kept. Empty ``eventTime`` and ``observedMetrics`` go, as a
+    classic report's JSON has none.
+    """
+    report = {k: v for k, v in report.items() if v or k not in _OMITTED_WHEN_EMPTY}
+    sources = report.get("sources") or []
+    totals = {}
+    for name in TOTALS:
+        if report.get(name) is not None:
+            totals[name] = report[name]
+            continue
+        values = [s.get(name) for s in sources]
+        if name == "numInputRows":
+            totals[name] = sum(int(v or 0) for v in values)
+        elif all(isinstance(v, int | float) for v in values):
+            totals[name] = float(sum(values))
+    # After batchDuration, where a classic report has them (its JSON is printed in the labs).
+    ordered = {key: value for key, value in report.items() if key not in TOTALS}
+    if "batchDuration" not in ordered:
+        return {**ordered, **totals}
+    keys = list(ordered)
+    at = keys.index("batchDuration") + 1
+    return {k: ordered.get(k, totals.get(k)) for k in [*keys[:at], *totals, *keys[at:]]}
 
 
 def offsets(value: Any) -> dict[str, int] | None:

@@ -28,6 +28,11 @@ MASTER_ENV = "STREAMLAB_SPARK_MASTER"
 #: Environment variable naming a Spark Connect server (``sc://HOST:PORT``); used when set.
 REMOTE_ENV = "STREAMLAB_SPARK_REMOTE"
 
+#: PySpark's switch to Spark Connect, which its Connect client sets in ``os.environ``.
+CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"
+#: Whether this process has made a Spark Connect session (see :func:`_connect_session`).
+_CONNECTED = False
+
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 
 #: Settings every course session starts with. Lab 00 explains each one.
@@ -190,15 +195,11 @@ def spark_session(
 
     # An explicit master (the checks ask for local[2]) outranks the environment's server.
     remote = remote or (None if master else os.environ.get(REMOTE_ENV))
-    if remote:
+    spark = _connect_session(remote, conf) if remote else _active_classic_session()
+    if spark is not None:
         if ui:
-            print(f"The web UI of a Spark Connect session is its server's ({remote}).")
-        return _connect_session(remote, conf)
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        if ui:
-            _say_ui(active)
-        return active
+            _say_ui(spark)
+        return spark
     check_java()
     master = master or os.environ.get(MASTER_ENV, "local[*]")
     os.environ["PYSPARK_PYTHON"] = _worker_python(master)
@@ -216,6 +217,18 @@ def spark_session(
     if ui:
         _say_ui(spark)
     return spark
+
+
+def _active_classic_session() -> SparkSession | None:
+    """This process's classic session, if it has started one."""
+    from pyspark.sql import SparkSession
+
+    if not _CONNECTED:
+        # A Spark Connect session in the process that started this one (a notebook's kernel
+        # over Connect, starting the grader or the monitor) leaves PySpark's own switch to
+        # Connect on in the environment, which would make this classic session a Connect one.
+        os.environ.pop(CONNECT_MODE_ENV, None)
+    return SparkSession.getActiveSession()
 
 
 def _ui_conf(master: str) -> dict[str, str]:
@@ -238,7 +251,9 @@ def _say_ui(spark: SparkSession) -> None:
     from streamlab.spark_ui import address
 
     url = address(spark)
-    if url is None:
+    if url is None and type(spark).__module__.startswith("pyspark.sql.connect."):
+        print("This Spark Connect session's server runs without a web UI.")
+    elif url is None:
         print(
             "This session started without its web UI: restart the kernel and call "
             "streamlab.spark_session(ui=True) before anything else starts Spark."
@@ -295,8 +310,13 @@ def _connect_session(remote: str, conf: dict[str, str] | None) -> SparkSession:
         raise SparkConnectUnavailable(
             f"A Spark Connect address starts with sc://, as in sc://127.0.0.1:15002; got {remote!r}."
         )
+    global _CONNECTED
     _check_server(remote)
     spark = SparkSession.builder.remote(remote).getOrCreate()
+    _CONNECTED = True
+    from streamlab.spark_private import read_progress_as_classic
+
+    read_progress_as_classic()
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         if key.startswith("spark.sql."):
             spark.conf.set(key, value)

@@ -10,7 +10,12 @@ Two things the course teaches have no public API in PySpark 4.3:
 
 Every use goes through :func:`_require`, which raises :class:`SparkChanged` with a sentence
 naming the member when a PySpark release no longer has it, instead of an ``AttributeError``
-deep in a check or a notebook.
+deep in a check or a notebook, and :class:`NeedsClassicSession` when the session is a Spark
+Connect client, which has none of them.
+
+A third member makes a Connect client's progress reports read as a classic session's:
+:func:`read_progress_as_classic` (called by :func:`streamlab.spark_session` for a Connect
+session) wraps ``StreamingQueryProgress.fromJson``.
 
     repartition_state(spark, "build/work/lab10/checkpoint", 4)
 """
@@ -30,10 +35,26 @@ class SparkChanged(RuntimeError):
     """The installed PySpark lacks a private member the course relies on."""
 
 
+class NeedsClassicSession(RuntimeError):
+    """What the course asked for exists on a classic Spark session only, not over Spark Connect."""
+
+
+def over_connect(owner: Any) -> bool:
+    """Whether ``owner`` (a session, a writer, a query) belongs to a Spark Connect client."""
+    return type(owner).__module__.startswith("pyspark.sql.connect.")
+
+
 def _require(owner: Any, member: str, what: str) -> Any:
     """``owner.member`` (dotted), or :class:`SparkChanged` saying which member is gone."""
     import pyspark
 
+    if over_connect(owner):
+        raise NeedsClassicSession(
+            f"{what[0].upper()}{what[1:]} needs a classic Spark session: this one is a Spark "
+            f"Connect client, which has no {member} (PySpark reaches it in the driver's JVM). "
+            "Run this section on the course's own session: unset STREAMLAB_SPARK_REMOTE and "
+            "restart the kernel."
+        )
     found = owner
     for part in member.split("."):
         found = getattr(found, part, _MISSING)
@@ -71,3 +92,28 @@ def writer_setting(writer, name: str) -> Any:
         ) from None
     field.setAccessible(True)
     return field.get(java)
+
+
+def read_progress_as_classic() -> None:
+    """Make this process's Spark Connect client build progress reports as a classic session has them.
+
+    The client builds ``query.lastProgress``, ``query.recentProgress`` and a listener's
+    ``event.progress`` with ``StreamingQueryProgress.fromJson`` from its server's JSON, which
+    leaves out the totals (``progress["numInputRows"]`` reads None): the wrapper passes that
+    JSON through :func:`streamlab.progress.as_classic` first. A classic session builds its
+    reports from the JVM's objects, never through ``fromJson``. Calling it again does nothing.
+    """
+    from pyspark.sql.streaming.listener import StreamingQueryProgress
+
+    from streamlab.progress import as_classic
+
+    built = _require(StreamingQueryProgress, "fromJson", "a Spark Connect query's progress")
+    if getattr(built, "_streamlab_as_classic", False):
+        return
+    original = built.__func__
+
+    def from_json(cls, j: dict) -> StreamingQueryProgress:
+        return original(cls, as_classic(j))
+
+    from_json._streamlab_as_classic = True  # type: ignore[attr-defined]
+    StreamingQueryProgress.fromJson = classmethod(from_json)  # type: ignore[method-assign,assignment]

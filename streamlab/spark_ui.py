@@ -53,7 +53,20 @@ _NUMBER = re.compile(r"^\s*(-?[\d,]+(?:\.\d+)?)\s*([A-Za-z]*)")
 
 
 def address(spark: Any) -> str | None:
-    """``http://127.0.0.1:PORT`` of the session's UI, or None when it runs without one."""
+    """``http://127.0.0.1:PORT`` of the session's UI, or None when it runs without one.
+
+    A Spark Connect session's UI is its server's, where its queries run: the server says where
+    (``python -m streamlab.connect`` runs one) through its settings, as it has no
+    ``sparkContext`` to ask.
+    """
+    from streamlab.spark_private import over_connect
+
+    if over_connect(spark):
+        if spark.conf.get("spark.ui.enabled", "false") != "true":
+            return None
+        host = spark.conf.get("spark.connect.grpc.binding.address", None)
+        port = spark.conf.get("spark.ui.port", None)
+        return f"http://{host}:{port}" if host and port else None
     url = spark.sparkContext.uiWebUrl
     if not url:
         return None
@@ -85,7 +98,16 @@ class SparkUI:
 
     @classmethod
     def of(cls, spark: Any) -> SparkUI:
+        from streamlab.spark_private import NeedsClassicSession, over_connect
+
         url = address(spark)
+        if url is None and over_connect(spark):
+            raise NeedsClassicSession(
+                "This Spark Connect session's web UI is its server's, and its server runs "
+                "without one or does not say where: the course's server (nox -s connect) runs "
+                "one; or run this section on the course's own session: unset "
+                "STREAMLAB_SPARK_REMOTE and restart the kernel."
+            )
         if url is None:
             raise RuntimeError(
                 "this Spark session runs without its web UI: start it with "

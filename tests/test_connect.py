@@ -4,7 +4,9 @@
 course's configuration; a client process with ``STREAMLAB_SPARK_REMOTE`` set (no JVM of its
 own) gets its session from ``streamlab.spark_session()`` and runs what the labs run over
 Connect: the ``eventhubs`` Python data source, lab 04's transformWithState processor, a
-``StreamingQueryListener`` (lab 06), and the state data source reads (lab 05).
+``StreamingQueryListener`` (lab 06), and the state data source reads (lab 05). Its progress
+reports and its listener's events read as a classic session's do, and what needs a classic
+session says so.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ import json, os, sys, time
 from pyspark.sql.streaming import StreamingQueryListener
 import streamlab
 from streamlab.grading.loader import load_notebook
+from streamlab.deadlines import _describe_progress
 from streamlab.monitor import LAB04, parse_heartbeats
+from streamlab.progress import as_dict
+from streamlab.spark_ui import SparkUI
+from streamlab.widgets.time_view import time_batches
 
 connection_string, checkpoint, machines = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 spark = streamlab.spark_session()
@@ -35,7 +41,8 @@ progress = []
 
 class Progress(StreamingQueryListener):
     def onQueryStarted(self, event): pass
-    def onQueryProgress(self, event): progress.append(event.progress.batchId)
+    def onQueryProgress(self, event):
+        progress.append((event.progress.batchId, event.progress["numInputRows"]))
     def onQueryIdle(self, event): pass
     def onQueryTerminated(self, event): pass
 
@@ -56,6 +63,13 @@ while time.monotonic() < deadline and query.exception() is None:
         break
     time.sleep(0.5)
 query.stop()
+reports = query.recentProgress
+try:
+    from streamlab.spark_private import repartition_state
+    repartition_state(spark, checkpoint, 4)
+    classic_only = None
+except Exception as error:
+    classic_only = f"{type(error).__name__}: {error}"
 state = spark.read.format("statestore").option("stateVarName", "machine").load(checkpoint)
 print(json.dumps({
     "session": type(spark).__module__,
@@ -64,6 +78,14 @@ print(json.dumps({
     "error": str(query.exception()) if query.exception() else None,
     "transitions": [[r["machine_name"], r["status"]] for r in rows],
     "progress": progress,
+    "summaries": [f"batch {p['batchId']}: {p['numInputRows']} rows" for p in reports],
+    "rows_from_sources": [(p.batchId, sum(s["numInputRows"] for s in p["sources"])) for p in reports],
+    "as_dict": [as_dict(p).get("numInputRows") for p in reports],
+    "described": _describe_progress(query.lastProgress),
+    "time_view": [b.input_rows for b in time_batches(reports, spark=spark, checkpoint=checkpoint)],
+    "classic_only": classic_only,
+    "ui_app": SparkUI.of(spark).app_id,
+    "server_app": spark.conf.get("spark.app.id"),
     "operators": [r.operatorName for r in
                   spark.read.format("state-metadata").load(checkpoint).collect()],
     "state": {r.key.machine_name: r.value.status for r in state.collect()},
@@ -106,8 +128,23 @@ def test_lab04_heartbeat_query_runs_over_spark_connect(hub, tmp_path):
         statuses = [status for name, status in seen["transitions"] if name == machine]
         assert statuses[:2] == ["Initializing", "Healthy"], seen["transitions"]
     # Lab 06's listener heard the batches; lab 05's readers see the operator and its state.
-    assert seen["progress"] and seen["progress"][0] == 0
+    assert seen["progress"] and seen["progress"][0][0] == 0
+    # Every report counts its rows, as on a classic session: "batch 0: 4 rows", not "None rows".
+    rows = dict(seen["rows_from_sources"])
+    assert sum(rows.values()) > 0
+    assert seen["summaries"] == [f"batch {b}: {n} rows" for b, n in rows.items()]
+    assert seen["as_dict"] == list(rows.values())
+    heard = {batch: n for batch, n in seen["progress"] if batch in rows}
+    assert heard and heard == {batch: rows[batch] for batch in heard}
+    assert "None input row" not in seen["described"], seen["described"]
+    assert seen["time_view"] == list(rows.values())  # the TimeView widget's rows in
+    # Offline repartitioning needs the driver's JVM: a sentence says so, not the release.
+    assert seen["classic_only"].startswith(
+        "NeedsClassicSession: Offline repartitioning needs a classic Spark session"
+    ), seen["classic_only"]
     assert seen["operators"] == ["transformWithStateInPySparkExec"]
     assert seen["state"] == {machine: "Healthy" for machine in MACHINES}
+    # Spark's web UI, for lab 06's tour, is the server's: the client finds it.
+    assert seen["ui_app"] == seen["server_app"]
     # The client started no JVM of its own: the server did the work.
     assert seen["local_jvm"] is False

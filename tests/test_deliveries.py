@@ -84,3 +84,18 @@ def test_deliveries_land_after_the_files_already_there(tmp_path):
     assert (first.name, second.name) == ("delivery-0000.json", "delivery-0001.json")
     assert first.stat().st_mtime < second.stat().st_mtime
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir())
+
+
+def test_what_a_servers_foreachbatch_left_on_disk_reads_as_the_recorded_batches(tmp_path):
+    # Over Spark Connect the recorder's function runs in the server's Python process, which
+    # leaves each batch's rows in the dict's folder: the notebook's dict reads them from there.
+    import pickle
+
+    from streamlab.deliveries import Recorded
+
+    emitted = Recorded(tmp_path)
+    assert not emitted and 0 not in emitted
+    (tmp_path / "0.pickle").write_bytes(pickle.dumps([{"machine_name": "m1"}]))
+    (tmp_path / "1.pickle").write_bytes(pickle.dumps([]))
+    assert sorted(emitted) == [0, 1] and emitted[0] == [{"machine_name": "m1"}]
+    assert emitted.get(1) == [] and emitted.get(2, "none") == "none" and len(emitted) == 2

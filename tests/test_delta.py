@@ -260,3 +260,13 @@ def test_fan_out_hands_each_batch_to_every_writer(spark, tmp_path):
     write(spark.createDataFrame([(1, "d1")], DDL), 0)
     write(spark.createDataFrame([(1, "d1")], DDL), 0)
     assert readings(tmp_path / "a") == readings(tmp_path / "b") == [1]
+
+
+def test_over_spark_connect_a_writer_without_a_name_says_why_it_needs_one(tmp_path):
+    # A Connect client's batch: its foreachBatch runs in the server's Python, no query id there.
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+
+    from streamlab.delta import delta_writer
+
+    with pytest.raises(ValueError, match=r"over Spark Connect .* pass app_id="):
+        delta_writer(tmp_path / "table")(object.__new__(ConnectDataFrame), 0)

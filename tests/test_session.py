@@ -35,6 +35,14 @@ def test_an_explicit_master_outranks_the_connect_server_of_the_environment(spark
     assert session.spark_session("local[2]") is spark
 
 
+def test_a_process_started_by_a_connect_client_still_gets_a_classic_session(spark, monkeypatch):
+    # A kernel over Spark Connect leaves PySpark's switch to Connect in the environment of the
+    # processes it starts (the grader, lab 05's monitor): their local session must stay local.
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    assert session.spark_session("local[2]") is spark
+    assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
+
+
 @pytest.mark.parametrize(
     "remote, words",
     [
