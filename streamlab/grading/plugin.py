@@ -45,9 +45,7 @@ from streamlab.tooling import registry
 _LAB_FILE = re.compile(r"test_(\d+)_\w+\.py$")
 
 
-def exercise(
-    exercise_id: str, *, timeout: float = DEFAULT_TIMEOUT, hint: str = "", part: str = ""
-):
+def exercise(exercise_id: str, *, timeout: float = DEFAULT_TIMEOUT, hint: str = "", part: str = ""):
     """Mark a check as grading ``exercise_id``, with a time limit in seconds.
 
     ``hint`` is shown when this check fails, instead of the exercise's first hint: say what
@@ -111,9 +109,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "exercise(id, timeout): the exercise a check grades")
     config.stash[_results_key] = []
     config.stash[_notebooks_key] = {}
+    config.stash[_out_of_time_key] = set()
 
 
 _results_key = pytest.StashKey[list[CheckResult]]()
+#: (unit, exercise) whose check ran out of time: its other checks would only wait as long.
+_out_of_time_key = pytest.StashKey[set[tuple[str, str]]]()
 _notebooks_key = pytest.StashKey[dict[str, LoadedNotebook | NotebookUnreadable]]()
 
 
@@ -235,6 +236,8 @@ def _notebook_for(item: pytest.Item) -> LoadedNotebook:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Before any fixture: a check whose cells did not run stops here, without starting Spark.
     exercise_id = exercise_of(item)
+    if (unit_of(item), exercise_id) in item.config.stash[_out_of_time_key]:
+        pytest.skip(f"another check of exercise {exercise_id} ran out of time")
     _emit_phase(item, "setup")
     problem = _notebook_for(item).problem_for(exercise_id)
     if problem:
@@ -274,6 +277,7 @@ def pytest_runtest_call(item: pytest.Item):
             return (yield)
         except BaseException:
             if running.expired:
+                item.config.stash[_out_of_time_key].add((unit_of(item), exercise_of(item)))
                 # A library (py4j) caught the timeout and raised its own error instead.
                 raise running.error() from None
             raise
@@ -282,6 +286,8 @@ def pytest_runtest_call(item: pytest.Item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception):
+        return report  # not graded: the exercise's verdict is its other check's
     failed_setup = call.when == "setup" and call.excinfo is not None
     if call.when == "call" or failed_setup:
         error = call.excinfo.value if call.excinfo else None
