@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 from streamlab import processes
-from streamlab.grading import report, supervisor, unsaved, warm
+from streamlab.grading import blame, report, supervisor, unsaved, waiting, warm
+from streamlab.grading.verdict import CheckResult
 from streamlab.paths import BUILD_DIR
 from streamlab.tooling import registry
 
@@ -54,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
         "--complete", action="store_true", help="exit 3 unless every exercise graded has passed"
     )
     parser.add_argument("--max-check-seconds", type=float, default=None, help=argparse.SUPPRESS)
+    # %check reads what the grading waits on as JSON lines (streamlab.grading.waiting).
+    parser.add_argument("--progress-json", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -115,10 +118,11 @@ def main(argv: list[str] | None = None) -> int:
         exercises=args.exercise,
         max_check_seconds=args.max_check_seconds,
         log_path=json_path.with_name("grade.log"),
+        on_progress=waiting.json_progress if args.progress_json else waiting.TerminalProgress(),
     )
     graded = report.grade(
         chosen,
-        outcome.results,
+        _blamed(chosen, args, outcome, json_path),
         lab_errors=outcome.lab_errors,
         not_graded=outcome.not_graded,
         cells=outcome.cells,
@@ -136,6 +140,34 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(report.render(graded))
     return _status(graded, outcome, args.complete)
+
+
+def _blamed(
+    chosen: list[registry.Lab],
+    args: argparse.Namespace,
+    outcome: supervisor.Outcome,
+    json_path: Path,
+) -> list[CheckResult]:
+    """The verdicts, with each check that failed because of an earlier exercise's code said so
+    (:mod:`streamlab.grading.blame`); an earlier exercise this run did not grade is graded
+    apart first, only to know whether it is the cause."""
+    graded = args.exercise or [e.id for lab in chosen for e in lab.exercises]
+    wanted = blame.unchecked(outcome.results, outcome.uses, graded)
+    evidence: list[CheckResult] = []
+    if wanted:
+        print(
+            f"Grading exercise(s) {', '.join(wanted)} as well, whose code a failed check runs ...",
+            flush=True,
+        )
+        labs = [registry.lab(e.partition(".")[0]) for e in wanted]
+        evidence = supervisor.run(
+            list(dict.fromkeys(labs)),
+            args.notebooks,
+            exercises=wanted,
+            max_check_seconds=args.max_check_seconds,
+            log_path=json_path.with_name("grade-earlier.log"),
+        ).results
+    return blame.blamed(outcome.results, outcome.uses, evidence)
 
 
 def _status(graded: dict, outcome: supervisor.Outcome, complete: bool) -> int:

@@ -144,6 +144,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Tell the supervisor which checks run, so that it can say which one of how many runs."""
+    events.emit(EventKind.COLLECTED, checks=[item.nodeid for item in session.items])
+
+
 def results(config: pytest.Config) -> list[CheckResult]:
     """Every check's verdict so far, in run order."""
     return config.stash[_results_key]
@@ -225,6 +230,7 @@ def _notebook_for(item: pytest.Item) -> LoadedNotebook:
                 cells=loaded.cells,
                 first_lines=loaded.first_lines,
                 fingerprint=loaded.fingerprint,
+                uses=loaded.uses,
             )
     found = cache[unit]
     if isinstance(found, NotebookUnreadable):
@@ -297,7 +303,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if verdict.status == FAILED and check_hint and not verdict.hint:
             verdict = dataclasses.replace(verdict, hint=check_hint)
         lab, unit = lab_of(item), unit_of(item)
-        results(item.config).append(CheckResult(lab, exercise_id, item.name, verdict, unit))
+        part = _exercise_marker(item).kwargs.get("part", "")
+        results(item.config).append(CheckResult(lab, exercise_id, item.name, verdict, unit, part))
         events.emit(
             EventKind.RESULT,
             lab=lab,
@@ -310,6 +317,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             actual=verdict.actual,
             hint=verdict.hint,
             diff=verdict.diff,
+            hintless=verdict.hintless,
+            cause=verdict.cause,
+            part=part,
         )
         if verdict.message:
             report.sections.append(("grade", verdict.message))

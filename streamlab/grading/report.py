@@ -54,6 +54,7 @@ from streamlab.grading.verdict import (
     CheckResult,
     Status,
     Verdict,
+    by_parts,
     combine,
 )
 from streamlab.paths import write_atomically
@@ -127,10 +128,10 @@ class _Found:
 
 
 def _verdicts_by_exercise(results: list[CheckResult]) -> dict[tuple[str, str], list[Verdict]]:
-    by_exercise: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
+    by_exercise: dict[tuple[str, str], list[CheckResult]] = defaultdict(list)
     for result in results:
-        by_exercise[(result.lab, result.exercise)].append(result.verdict)
-    return by_exercise
+        by_exercise[(result.lab, result.exercise)].append(result)
+    return {key: by_parts(found) for key, found in by_exercise.items()}
 
 
 def _lab_entry(lab: Lab, found: _Found, exercises: set[str] | None) -> dict:
