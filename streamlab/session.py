@@ -44,6 +44,12 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.streaming.stopActiveRunOnRestart": "true",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
 }
+#: How the session runs its Python workers; not a setting the labs teach.
+WORKER_CONF: dict[str, str] = {
+    # PySpark's daemon, minus the traceback a worker prints when the JVM hung up first
+    # (streamlab.spark_daemon): the course's log holds only what is worth reading.
+    "spark.python.daemon.module": "streamlab.spark_daemon",
+}
 if os.name == "posix":
     # The JVM and its Python workers meet on socket files, not loopback TCP ports. A Python
     # transformWithState task's state server accepts the first connection to its port only;
@@ -189,7 +195,12 @@ def spark_session(
     os.environ["PYSPARK_PYTHON"] = _worker_python(master)
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     builder = SparkSession.builder.master(master).appName(app_name)
-    settings = {**DEFAULT_CONF, **_driver_conf(master), **(_ui_conf(master) if ui else {})}
+    settings = {
+        **DEFAULT_CONF,
+        **WORKER_CONF,
+        **_driver_conf(master),
+        **(_ui_conf(master) if ui else {}),
+    }
     for key, value in {**settings, **(conf or {})}.items():
         builder = builder.config(key, value)
     with _output_to(LOG_FILE):

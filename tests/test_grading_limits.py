@@ -6,11 +6,13 @@ The case: exercise 2.8's test waits on a stream that never ends (no ``availableN
 
 from __future__ import annotations
 
+import io
+import re
 from pathlib import Path
 
 import nbformat
 
-from streamlab.grading import supervisor
+from streamlab.grading import supervisor, waiting
 from streamlab.paths import REPO_ROOT
 from streamlab.tooling import registry
 
@@ -35,12 +37,21 @@ def test_a_learner_test_that_waits_on_an_endless_stream_ends_within_the_limit(tm
 
     _lab02_with(tmp_path / "nb", "2.8", endless)
     limit = 20
+    seen: list[supervisor.Progress] = []
+    printed = io.StringIO()
+    terminal = waiting.TerminalProgress(printed)
+
+    def on_progress(progress: supervisor.Progress) -> None:
+        seen.append(progress)
+        terminal(progress)
+
     outcome = supervisor.run(
         [LAB02],
         str(tmp_path / "nb"),
         exercises=["2.8"],
         max_check_seconds=limit,
         log_path=tmp_path / "grade.log",
+        on_progress=on_progress,
     )
     (first, *others) = [r for r in outcome.results if r.exercise == "2.8"]
     assert first.verdict.status == "failed"
@@ -50,6 +61,20 @@ def test_a_learner_test_that_waits_on_an_endless_stream_ends_within_the_limit(tm
     # The time spent on 2.8 once its checks started: the limit, and a few seconds to stop.
     spent = sum(outcome.timings.get(p, 0.0) for p in ("checks", "teardown", "between", "end"))
     assert spent <= limit + 15, outcome.timings
+    # Meanwhile the learner saw what it waited on: the grader starting, then the check, which
+    # one of how many, and for how long, in lines (no spinner: this output is no tty).
+    assert seen[0].doing == "start"
+    waited = [p for p in seen if p.doing == "call" and p.seconds >= waiting.QUIET_FOR]
+    assert waited and (waited[0].check, waited[0].checks) == (1, 2), seen[-5:]
+    lines = printed.getvalue().splitlines()
+    assert lines[0] == "Starting the grader ..."
+    assert any(
+        re.fullmatch(
+            r"  \.\.\. check 1 of 2 \(2\.8, your test passes a right final counts\): 1\d s", line
+        )
+        for line in lines
+    ), lines
+    assert "\r" not in printed.getvalue()
 
 
 def test_a_limit_caught_and_ignored_fires_again():

@@ -312,6 +312,8 @@ def query_cause(error: BaseException) -> str:
         if re.match(r"^[\w.]*(Error|Exception)\b.*:", line)
         and not line.startswith(("py4j", "pyspark.errors", "org.apache"))
     ]
-    cause = (python[-1] if python else lines[0] if lines else type(error).__name__)[:300]
+    # Without a Python error in the text, Spark's own innermost cause (a state store's, under
+    # STREAM_FAILED and "Exception thrown in awaitResult") is the line to act on.
+    cause = (python[-1] if python else str(deepest_cause(error)))[:300]
     explained = explain(error)
     return f"{cause} ({explained})" if explained else cause
