@@ -32,7 +32,9 @@ def _markers(lab: registry.Lab) -> list[tuple[str, dict, str]]:
                 and getattr(decorator.func, "id", "") == "exercise"
                 and isinstance(decorator.args[0], ast.Constant)
             ):
-                kwargs = {k.arg: ast.get_source_segment(source, k.value) for k in decorator.keywords}
+                kwargs = {
+                    k.arg: ast.get_source_segment(source, k.value) for k in decorator.keywords
+                }
                 found.append(
                     (decorator.args[0].value, kwargs, ast.get_source_segment(source, node) or "")
                 )
