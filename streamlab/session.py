@@ -195,13 +195,8 @@ def spark_session(
     os.environ["PYSPARK_PYTHON"] = _worker_python(master)
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     builder = SparkSession.builder.master(master).appName(app_name)
-    settings = {
-        **DEFAULT_CONF,
-        **WORKER_CONF,
-        **_driver_conf(master),
-        **(_ui_conf(master) if ui else {}),
-    }
-    for key, value in {**settings, **(conf or {})}.items():
+    settings = {**DEFAULT_CONF, **_driver_conf(master), **(_ui_conf(master) if ui else {})}
+    for key, value in {**settings, **WORKER_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     with _output_to(LOG_FILE):
         spark = builder.getOrCreate()

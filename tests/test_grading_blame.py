@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 from grader_runs import run_grader
 
-from streamlab.grading import blame
+from streamlab.grading import blame, calls
 from streamlab.grading.verdict import FAILED, PASSED, CheckResult, Verdict
 from streamlab.paths import REPO_ROOT
 from streamlab.tooling import registry
@@ -22,7 +22,7 @@ def test_the_loader_knows_which_earlier_exercise_each_exercise_runs():
         ("7.7", "def once_per_batch(path, app_id):\n    return helper"),
         ("7.8", "DIAGNOSIS_7_8 = {}\n\ndef samples_writer(s, t):\n    return once_per_batch(t, t)"),
     ]
-    assert blame.uses(cells) == {"7.8": {"7.7": ["once_per_batch"]}}
+    assert calls.uses(cells) == {"7.8": {"7.7": ["once_per_batch"]}}
 
 
 def test_a_failure_by_an_error_is_blamed_on_a_failing_earlier_exercise_only():

@@ -7,7 +7,8 @@ after the Python function has returned (a state store whose commit the earlier f
 skipped): no Python frame of the earlier cell is in the traceback to point at it.
 
 So the grader goes by what calls what, which the loader knows before any check runs: the
-names each exercise's cell reads that another exercise's cell defines (:func:`uses`). A check
+names each exercise's cell reads that another exercise's cell defines
+(:func:`streamlab.grading.calls.uses`). A check
 that failed by an error (not by a wrong result: an error the check's code raised, whose
 deepest cause is in ``Verdict.cause``) is blamed on an earlier exercise whose code it uses when
 that exercise fails its own checks in the same grading (:func:`blamed`). When the earlier
@@ -17,52 +18,11 @@ only to know (:func:`unchecked`); its verdicts are not shown.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
+from streamlab.grading.calls import Uses
 from streamlab.grading.verdict import FAILED, CheckResult
-
-#: exercise -> earlier exercise -> the names of the earlier exercise's cell it reads.
-Uses = dict[str, dict[str, list[str]]]
-
-
-def uses(cells: Iterable[tuple[str | None, str]]) -> Uses:
-    """What each exercise's cells read from the cells of the exercises before it.
-
-    ``cells`` are (exercise or None, source) in notebook order; cells that do not parse are
-    left out (their exercise fails for that already).
-    """
-    defined: dict[str, str] = {}  # name -> the exercise whose cell defines it last
-    found: Uses = {}
-    for exercise, source in cells:
-        try:
-            tree = ast.parse(source)
-        except SyntaxError:
-            continue
-        if exercise:
-            read = sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
-            for name in read:
-                owner = defined.get(name)
-                if owner and owner != exercise:
-                    found.setdefault(exercise, {}).setdefault(owner, []).append(name)
-        for name in _top_level_names(tree):
-            if exercise:
-                defined[name] = exercise
-            else:
-                defined.pop(name, None)  # a setup cell's name is nobody's exercise
-    return found
-
-
-def _top_level_names(tree: ast.Module) -> list[str]:
-    names = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.append(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names += [t.id for t in targets if isinstance(t, ast.Name)]
-    return names
 
 
 def _failed_by_error(result: CheckResult) -> bool:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from streamlab.grading import blame
+from streamlab.grading import calls
 from streamlab.grading.timeout import CELL_TIME_LIMIT, CheckTimeout, time_limit
 from streamlab.paths import REPO_ROOT
 from streamlab.spark_errors import explain
@@ -198,7 +198,7 @@ class LoadedNotebook:
     #: :func:`streamlab.tooling.notebooks.fingerprint` of the graded cells that ran.
     fingerprint: str = ""
     #: exercise -> earlier exercise -> names of its cell that this exercise's cells read
-    #: (:func:`streamlab.grading.blame.uses`).
+    #: (:func:`streamlab.grading.calls.uses`).
     uses: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     def problem_for(self, exercise: str) -> CellProblem | None:
@@ -298,7 +298,7 @@ def load_notebook(
             loaded.problems.append(dataclasses.replace(problem, first_line=line))
     # Tag problems come first: they explain whatever the cells themselves did.
     loaded.problems[:0] = _tag_problems(path, tagged, expected)
-    loaded.uses = blame.uses(graded)
+    loaded.uses = calls.uses(graded)
     return loaded
 
 
