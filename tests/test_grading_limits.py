@@ -56,6 +56,7 @@ def test_a_learner_test_that_waits_on_an_endless_stream_ends_within_the_limit(tm
     (first, *others) = [r for r in outcome.results if r.exercise == "2.8"]
     assert first.verdict.status == "failed"
     assert f"did not finish within {limit} s" in first.verdict.message, first.verdict.message
+    assert "availableNow" in first.verdict.hint  # aimed at the hang, not the exercise's tier 1
     # The exercise's other check would only wait on the same stream: it is not run.
     assert others == [], [(r.check, r.verdict.message) for r in others]
     # The time spent on 2.8 once its checks started: the limit, and a few seconds to stop.

@@ -29,7 +29,7 @@ from streamlab import processes
 from streamlab.grading import warm
 from streamlab.grading.events import FD_VARIABLE, EventKind, lab_of_check
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT
-from streamlab.grading.verdict import FAILED, CheckResult, Status, Verdict
+from streamlab.grading.verdict import FAILED, TIMEOUT_HINT, CheckResult, Status, Verdict
 from streamlab.tooling.notebooks import cell_name
 from streamlab.tooling.registry import Lab
 
@@ -151,9 +151,10 @@ class Progress:
         if self.doing == "cell":
             return f"Running your cells for exercise {self.exercise or '(setup)'} ... {seconds}"
         if self.doing in ("setup", "call", "teardown") and self.checks:
-            what = {"setup": ", preparing it", "teardown": ", stopping its queries"}.get(
-                self.doing, ""
-            )
+            what = {
+                "setup": ", preparing it (Spark, your notebook)",
+                "teardown": ", stopping its queries",
+            }.get(self.doing, "")
             return (
                 f"check {self.check} of {self.checks} ({self.exercise}, {self.name}){what}: "
                 f"{seconds}"
@@ -597,7 +598,10 @@ def _blame_cell(activity: _Activity, code: int | None, plan: _Plan) -> None:
 def _blame_check(activity: _Activity, code: int | None, outcome: Outcome, plan: _Plan) -> None:
     """The running check killed the child, or outlived its limit: it fails, and the
     exercise's other checks are given up."""
-    verdict = Verdict(FAILED, _check_sentence(activity, code, outcome))
+    hung = code is None and activity.phase is Phase.CALL
+    verdict = Verdict(
+        FAILED, _check_sentence(activity, code, outcome), hint=TIMEOUT_HINT if hung else ""
+    )
     outcome.results.append(
         CheckResult(activity.lab, activity.exercise, _name(activity.check), verdict, activity.unit)
     )

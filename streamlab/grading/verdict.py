@@ -204,6 +204,7 @@ def _check_verdict(error: BaseException, exercise: str) -> Verdict:
                 f"The check {error}. Is there an endless loop, or a stream that never stops? "
                 "(A stream that should end uses trigger(availableNow=True).)"
             ),
+            hint=TIMEOUT_HINT,
         )
     if isinstance(error, AssertionError):
         # Checks phrase their own message; pytest appends its introspection after it.
@@ -238,6 +239,12 @@ def error_class(error: BaseException) -> str:
     except Exception:  # a half-built Spark error
         return ""
 
+
+#: The hint of a check that ran out of time, whatever its exercise.
+TIMEOUT_HINT = (
+    "A query started without trigger(availableNow=True) runs until something stops it, so "
+    "awaitTermination() on it waits for ever; a loop whose condition never changes does too."
+)
 
 #: Failures every check says the same way, and the hint aimed at each when the check has none.
 _AIMED_HINTS = (
