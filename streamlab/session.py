@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streamlab import spark_log
 from streamlab.paths import BUILD_DIR
 
 if TYPE_CHECKING:
@@ -44,12 +45,6 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.streaming.stopActiveRunOnRestart": "true",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
 }
-#: How the session runs its Python workers; not a setting the labs teach.
-WORKER_CONF: dict[str, str] = {
-    # PySpark's daemon, minus the traceback a worker prints when the JVM hung up first
-    # (streamlab.spark_daemon): the course's log holds only what is worth reading.
-    "spark.python.daemon.module": "streamlab.spark_daemon",
-}
 if os.name == "posix":
     # The JVM and its Python workers meet on socket files, not loopback TCP ports. A Python
     # transformWithState task's state server accepts the first connection to its port only;
@@ -69,15 +64,18 @@ def _output_to(path: Path):
 
     The JVM inherits them, and so do the Python workers it starts later, whose start-up
     chatter would otherwise land in every notebook cell that runs a stateful query.
-    Errors still reach the notebook: Spark raises them as Python exceptions.
+    Errors still reach the notebook: Spark raises them as Python exceptions. What they write
+    passes through :mod:`streamlab.spark_log`, which leaves out the tracebacks of workers
+    whose connection the JVM had already closed.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
-    with open(path, "a", encoding="utf-8") as log:
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
+    log = spark_log.writer(path)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
     try:
         yield
     finally:
@@ -196,7 +194,7 @@ def spark_session(
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = {**DEFAULT_CONF, **_driver_conf(master), **(_ui_conf(master) if ui else {})}
-    for key, value in {**settings, **WORKER_CONF, **(conf or {})}.items():
+    for key, value in {**settings, **(conf or {})}.items():
         builder = builder.config(key, value)
     with _output_to(LOG_FILE):
         spark = builder.getOrCreate()

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         exercises=args.exercise,
         max_check_seconds=args.max_check_seconds,
         log_path=json_path.with_name("grade.log"),
-        on_progress=waiting.json_progress if args.progress_json else waiting.TerminalProgress(),
+        on_progress=_progress(args),
     )
     graded = report.grade(
         chosen,
@@ -140,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(report.render(graded))
     return _status(graded, outcome, args.complete)
+
+
+def _progress(args: argparse.Namespace):
+    """Where the grading says what it waits on: JSON lines for %check, else the terminal."""
+    return waiting.json_progress if args.progress_json else waiting.TerminalProgress()
 
 
 def _blamed(
@@ -166,6 +171,7 @@ def _blamed(
             exercises=wanted,
             max_check_seconds=args.max_check_seconds,
             log_path=json_path.with_name("grade-earlier.log"),
+            on_progress=_progress(args),
         ).results
     return blame.blamed(outcome.results, outcome.uses, evidence)
 
