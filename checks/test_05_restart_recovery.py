@@ -1098,8 +1098,9 @@ def _first_lives_show(spark, folder: Path) -> dict:
 
 #: What a failed fix of 5.2 is about, whatever the diagnosis said.
 FIX_HINT_5_2 = (
-    "A replayed batch comes with the same batch id, so the writer can use the id to know where "
-    "an earlier attempt at this batch would be, and replace it instead of adding to it."
+    "When Spark runs a batch again after a crash, what does the writer know about it that it "
+    "knew the first time? Use that to find what an earlier attempt left, and replace it "
+    "instead of adding to it."
 )
 
 
