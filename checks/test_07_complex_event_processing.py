@@ -258,14 +258,37 @@ def windows_shown(value) -> str:
 SAMPLE_PARTS = ("events", "first", "middle", "last", "anomalies")
 
 
+#: The hint of a sample whose only wrong part is this one (see :func:`_hint_for`).
+PART_HINTS = {
+    "middle": "The middle is the lower middle position, (n - 1) // 2 counted from 0, for an odd "
+    "count as for an even one: one function of pyspark.sql.functions counts positions from 1, "
+    "another from 0.",
+    "anomalies": "An anomaly is a reading whose sensor_freq is below zero, strictly; filter the "
+    "sorted readings, so that the anomalies keep their order.",
+    "events": "events is the number of readings in the window: the size of its array.",
+}
+#: The hint when first or last is wrong: they are wrong together when the order is.
+ORDER_HINT = (
+    "Sorting an array of structs orders them by their fields, first field first: look at the "
+    "order of SAMPLE_FIELDS."
+)
+
+
+def _hint_for(wrong: list[str]) -> str:
+    """The hint aimed at the parts of a sample that are wrong."""
+    if "first" in wrong or "last" in wrong:
+        return ORDER_HINT
+    return PART_HINTS.get(wrong[0], "") if len(wrong) == 1 else ""
+
+
 def compare(got: list[tuple], expected: list[tuple], rule: str, samples_from: str = "") -> None:
     """Fail with the first difference, said briefly: which window, which part, and ``rule``;
     the check kit shows the windows expected against those written."""
     if got == expected:
         return
 
-    def fail(message: str) -> CheckFailed:
-        return CheckFailed(message, expected=expected, actual=got, show=windows_shown)
+    def fail(message: str, hint: str = "") -> CheckFailed:
+        return CheckFailed(message, expected=expected, actual=got, show=windows_shown, hint=hint)
 
     by_key = {g[:3]: g for g in got}
     for want in expected:
@@ -292,7 +315,10 @@ def compare(got: list[tuple], expected: list[tuple], rule: str, samples_from: st
             if have[4] != want[4] or have[6] != want[6]
             else ""
         )
-        raise fail(f"{rule}. In {label(want)}, " + "; ".join(wrong) + "." + sorting + samples_from)
+        raise fail(
+            f"{rule}. In {label(want)}, " + "; ".join(wrong) + "." + sorting + samples_from,
+            _hint_for([p for i, p in enumerate(SAMPLE_PARTS, start=3) if have[i] != want[i]]),
+        )
     extra = [g for g in got if g[:3] not in {e[:3] for e in expected}]
     if extra:
         raise fail(
@@ -365,16 +391,22 @@ def test_one_reading_is_first_middle_and_last(nb, spark):
     hint="The middle is the lower middle position, (n - 1) // 2 counted from 0: one function "
     "of pyspark.sql.functions counts positions from 1, another from 0.",
 )
-def test_the_middle_of_an_even_count_is_the_earlier(nb, spark):
+def test_the_middle_is_the_lower_middle_position(nb, spark):
     windows = [
         ("sensor-1", 0, [(50, 2, 50.2), (10, 1, 50.1)]),
         ("sensor-2", 0, [(40, 4, 50.4), (10, 1, 50.1), (30, 3, 50.3), (20, 2, 50.2)]),
+        ("sensor-3", 0, [(30, 3, 50.3), (10, 1, 50.1), (20, 2, 50.2)]),
+        (
+            "sensor-4",
+            0,
+            [(50, 5, 50.5), (10, 1, 50.1), (40, 4, 50.4), (20, 2, 50.2), (30, 3, 50.3)],
+        ),
     ]
     compare(
         picked(nb, spark, windows),
         sorted(expected_sample(*w) for w in windows),
         "With n readings the middle is at position (n - 1) // 2 (from 0): for 2 readings "
-        "the first, for 4 the second",
+        "the first, for 3 and 4 the second, for 5 the third",
     )
 
 

@@ -162,3 +162,19 @@ def test_the_first_hint_of_a_failure_is_aimed_at_it():
     # Any check that says a function returned None, without a hint of its own.
     plain = verdict_for(CheckFailed("f() should return a dict; it returned NoneType."), "2.3")
     assert "`return`" in plain.hint
+
+
+def test_a_sample_with_only_its_middle_wrong_gets_the_middles_hint_not_the_orders():
+    from streamlab.grading.expect import CheckFailed
+
+    lab07 = _check_module("07")
+    readings = [(10, 1, 50.0), (20, 2, 50.0), (30, 3, 50.0), (40, 4, 50.0), (50, 5, 50.0)]
+    want = lab07.expected_sample("s", 0, readings)
+    middle_off = (*want[:5], readings[1], *want[6:])
+    with pytest.raises(CheckFailed) as failed:
+        lab07.compare([middle_off], [want], "rule")
+    assert failed.value.hint == lab07.PART_HINTS["middle"]
+    first_off = (*want[:4], readings[1], *want[5:])
+    with pytest.raises(CheckFailed) as failed:
+        lab07.compare([first_off], [want], "rule")
+    assert failed.value.hint == lab07.ORDER_HINT
