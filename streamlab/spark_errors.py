@@ -310,7 +310,9 @@ def deepest_cause(error: BaseException) -> Cause:
             if match:
                 found.append(_cause_of(match.group(2) or "", match.group(1).rsplit(".", 1)[-1]))
     named = [c for c in found if c.name.isupper() and c.name not in WRAPPERS]
-    return (named or found)[-1]
+    # Py4J's errors only carry the JVM's: never the cause themselves while another is known.
+    own = [c for c in found if not c.name.startswith("Py4J")]
+    return (named or own or found)[-1]
 
 
 def _chain(error: BaseException) -> list[BaseException]:
@@ -322,7 +324,9 @@ def _chain(error: BaseException) -> list[BaseException]:
             continue
         seen.append(current)
         converted = getattr(current, "_cause", None)
-        stack += [current.__cause__ or current.__context__]
+        # `raise converted from None` (PySpark's) hides the Py4J error it replaced: so here.
+        hidden = current.__suppress_context__ and current.__cause__ is None
+        stack += [current.__cause__ or (None if hidden else current.__context__)]
         stack += [converted] if isinstance(converted, BaseException) else []
     return seen
 

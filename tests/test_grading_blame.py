@@ -73,3 +73,34 @@ def test_a_right_7_8_on_a_broken_7_7_blames_7_7_with_the_deepest_cause(tmp_path)
     assert "STATE_STORE_COMMIT_VALIDATION_FAILED" in message, message
     assert row["hint"] == ""
     assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_the_deepest_cause_is_spark_s_innermost_class_and_never_a_hidden_wrapper():
+    from streamlab.spark_errors import deepest_cause
+
+    try:
+        try:
+            raise RuntimeError("An error occurred while calling o42.set")
+        except RuntimeError:
+            raise ValueError("the key is not a valid setting") from None
+    except ValueError as error:
+        converted = error
+    assert deepest_cause(converted).name == "ValueError"
+
+    class StreamingQueryException(Exception):
+        _stackTrace = (
+            "org.apache.spark.sql.streaming.StreamingQueryException: [STREAM_FAILED] Query ...\n"
+            "Caused by: org.apache.spark.SparkException: Exception thrown in awaitResult: \n"
+            "\tat org.apache.spark.util.SparkThreadUtils$.awaitResult(SparkThreadUtils.scala:53)\n"
+            "Caused by: org.apache.spark.sql.execution.streaming.state."
+            "StateStoreCommitValidationFailed: [STATE_STORE_COMMIT_VALIDATION_FAILED] State "
+            "store commit validation failed for batch 2.\n"
+        )
+
+    failed = StreamingQueryException(
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: Exception thrown in "
+        "awaitResult: SQLSTATE: XXKST"
+    )
+    cause = deepest_cause(failed)
+    assert cause.name == "STATE_STORE_COMMIT_VALIDATION_FAILED"
+    assert "commit validation failed for batch 2" in str(cause)
