@@ -146,12 +146,16 @@ def _run(nb, spark, incoming, output, checkpoint_dir):
         raise CheckFailed(
             f"run_once() should return the query's last progress report (a dict); it returned "
             f"{type(progress).__name__}. Did you forget the return, or return before the query "
-            "ended?"
+            "ended?",
+            hint="Start the query, wait until it has ended (a StreamingQuery has a method that "
+            "blocks until then), and only then return its last progress report.",
         )
     if spark.streams.active:
         raise CheckFailed(
             "The query is still running after run_once() returned: it should process what is "
-            "in the folder, stop by itself, and be waited for."
+            "in the folder, stop by itself, and be waited for.",
+            hint="A trigger can process what is in the folder and then stop the query by itself; "
+            "wait for that end before you return.",
         )
     return progress
 

@@ -570,6 +570,19 @@ def _board_diagnosis(answer) -> dict:
     return {"output_rows": dict(rows), "table_rows": answer["table_rows"], "repeated": repeated}
 
 
+#: What a failed fix of 2.5 is about, whatever the diagnosis said.
+BOARD_FIX_HINT = (
+    "Weigh the three output modes against what your diagnosis found: which of them makes the "
+    "memory sink keep one row per window and machine? Append needs a watermark these counts "
+    "do not have."
+)
+#: What a failed fix of 2.6 is about.
+REPLAY_FIX_HINT = (
+    "A replay has the same body as the original but a later event_time: the key must hold no "
+    "event-time column, and the state must still forget keys once the watermark has passed."
+)
+
+
 def _board_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
     """The notebook's first try on its two deliveries, and what Spark shows of the run."""
     for number, beats in enumerate(BOARD_STORY):
@@ -590,8 +603,8 @@ def _board_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
     }
 
 
-@exercise("2.5", timeout=180)
-def test_live_counts_hold_the_latest_count_per_window(nb, spark, tmp_path, checkpoint_dir):
+@exercise("2.5", timeout=180, part="diagnosis")
+def test_the_diagnosis_is_what_spark_shows_of_the_first_try(nb, spark, tmp_path):
     diagnosis = _board_diagnosis(nb.DIAGNOSIS_2_5)
     spark_shows = spark_facts(
         "2.5 the first try",
@@ -607,6 +620,10 @@ def test_live_counts_hold_the_latest_count_per_window(nb, spark, tmp_path, check
         hint="Read first_try.recentProgress batch by batch and count the rows of "
         "spark.table('board_first_try'), rather than reasoning from the code alone.",
     )
+
+
+@exercise("2.5", timeout=180, part="fix", hint=BOARD_FIX_HINT)
+def test_live_counts_hold_the_latest_count_per_window(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     deliver_file(folder, "a", [beat("m1", 1), beat("m1", 2), beat("m2", 3)], order=0)
     deliver_file(folder, "b", [beat("m1", 4), beat("m2", 12)], order=1)
@@ -760,8 +777,8 @@ def _replays_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
     }
 
 
-@exercise("2.6", timeout=180)
-def test_replayed_heartbeats_are_dropped(nb, spark, tmp_path, checkpoint_dir):
+@exercise("2.6", timeout=180, part="diagnosis")
+def test_the_diagnosis_is_what_spark_shows_of_the_first_version(nb, spark, tmp_path):
     diagnosis = _replay_diagnosis(nb.DIAGNOSIS_2_6)
     spark_shows = spark_facts(
         "2.6 the first version",
@@ -778,6 +795,10 @@ def test_replayed_heartbeats_are_dropped(nb, spark, tmp_path, checkpoint_dir):
         hint="Read first_try.recentProgress, the table replays_first_try and the state reader "
         "on its checkpoint, rather than reasoning from the code alone.",
     )
+
+
+@exercise("2.6", timeout=180, part="fix", hint=REPLAY_FIX_HINT)
+def test_replayed_heartbeats_are_dropped(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     deliver_file(folder, "a", [beat("m1", 1), beat("m2", 1)], order=0)
     deliver_file(folder, "b", [beat("m1", 1, enqueued=3), beat("m1", 2, enqueued=4)], order=1)
@@ -815,7 +836,7 @@ def test_replayed_heartbeats_are_dropped(nb, spark, tmp_path, checkpoint_dir):
     )
 
 
-@exercise("2.6", timeout=90)
+@exercise("2.6", timeout=90, part="fix", hint=REPLAY_FIX_HINT)
 def test_a_replay_later_than_the_delay_goes_through(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     # m2's heartbeat at 10:00:10 moves a 2-second watermark to 10:00:08, past m1's first

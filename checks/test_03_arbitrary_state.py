@@ -328,7 +328,14 @@ def test_the_timeout_is_armed_by_the_arm_argument(nb):
 # --- pure Python: 3.4 ---------------------------------------------------------------------
 
 
-@exercise("3.4")
+#: What a failed fix of 3.4 is about, whatever the diagnosis said.
+FIX_HINT_3_4 = (
+    "The fix times silence on Spark's clock: arm a duration counted from the batch's "
+    "processing time, and run the query with the kind of timeout that matches that arm."
+)
+
+
+@exercise("3.4", part="fix", hint=FIX_HINT_3_4)
 def test_arm_processing_time_counts_from_the_batch(nb):
     state = group_state((HEALTHY, at(1)), conf=PROCESSING, processing_ms=T0 + 42_000)
     nb.arm_processing_time(state, at(1), 5_000)
@@ -340,7 +347,7 @@ def test_arm_processing_time_counts_from_the_batch(nb):
     )
 
 
-@exercise("3.4")
+@exercise("3.4", part="fix", hint=FIX_HINT_3_4)
 def test_the_seed_transition_with_processing_time_arming(nb):
     state = group_state(conf=PROCESSING, processing_ms=T0 + 42_000)
     rows = call(
@@ -720,8 +727,8 @@ def _silence_shown_by_spark(spark, tmp_path: Path) -> dict:
     }
 
 
-@exercise("3.4", timeout=300)
-def test_fix_notices_silence_without_new_events(nb, spark, tmp_path, checkpoint_dir):
+@exercise("3.4", timeout=300, part="diagnosis")
+def test_the_diagnosis_is_what_spark_shows_of_the_seed(nb, spark, tmp_path):
     diagnosis = _diagnosis(nb.DIAGNOSIS_3_4)
     expect_equal(
         diagnosis,
@@ -735,6 +742,10 @@ def test_fix_notices_silence_without_new_events(nb, spark, tmp_path, checkpoint_
         hint="Read seed.recentProgress batch by batch, and the state reader with a batchId, "
         "rather than reasoning from the code alone.",
     )
+
+
+@exercise("3.4", timeout=300, part="fix", hint=FIX_HINT_3_4)
+def test_fix_notices_silence_without_new_events(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
     folder.mkdir()
     deliver(folder, "a", ["m1", "m2"], [0, 1])

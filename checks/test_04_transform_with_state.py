@@ -897,7 +897,14 @@ def _found_counter_shows(spark, folder: Path) -> dict:
     }
 
 
-@exercise("4.6", timeout=240)
+#: What a failed fix of 4.6 is about, whatever the diagnosis said.
+FIX_HINT_4_6 = (
+    "Compare where the counter keeps its counts with what section 3 says about init: how long "
+    "does a processor object live on Spark, and how long in TwsTester?"
+)
+
+
+@exercise("4.6", timeout=240, part="diagnosis")
 def test_the_diagnosis_is_what_spark_shows_of_the_found_counter(nb, spark, tmp_path):
     diagnosis = _diagnosis(nb.DIAGNOSIS_4_6)
     spark_shows = spark_facts(
@@ -918,7 +925,7 @@ def test_the_diagnosis_is_what_spark_shows_of_the_found_counter(nb, spark, tmp_p
     )
 
 
-@exercise("4.6")
+@exercise("4.6", part="fix", hint=FIX_HINT_4_6)
 def test_the_counter_counts_in_one_tester(nb):
     batches = [{"m1": 3, "m2": 6}, {"m1": 3}, {"m1": 4, "m2": 1}, {"m2": 2}]
     for every in (5, 3):
@@ -937,7 +944,7 @@ def test_the_counter_counts_in_one_tester(nb):
         )
 
 
-@exercise("4.6", timeout=240)
+@exercise("4.6", timeout=240, part="fix", hint=FIX_HINT_4_6)
 def test_the_counts_outlive_micro_batches_and_restarts(nb, spark, tmp_path, checkpoint_dir):
     incoming, output = tmp_path / "incoming", tmp_path / "output"
 

@@ -879,7 +879,14 @@ def _r(second: float, sequence, end, machine: str = "m1") -> Row:
     return PartitionLogs._row("0", machine, round(second * 1000), sequence, end)
 
 
-@exercise("5.8")
+#: What a failed fix of 5.8 is about, whatever the diagnosis said.
+FIX_HINT_5_8 = (
+    "read_until must say how far the partition is known to be read, and a range reached the "
+    "partition's end only when its rows say so."
+)
+
+
+@exercise("5.8", part="fix", hint=FIX_HINT_5_8)
 def test_how_far_a_range_is_known_to_be_read(nb):
     cases = [
         ("read to its end", [_r(10, 7, 9), _r(11, 8, 9), _r(12, 9, 9)], 13, 13),
@@ -904,7 +911,7 @@ def test_how_far_a_range_is_known_to_be_read(nb):
     )
 
 
-@exercise("5.8")
+@exercise("5.8", part="fix", hint=FIX_HINT_5_8)
 def test_a_backlog_read_in_many_batches_gives_the_same_answers(nb):
     live = _story(_read_until_under_test(nb))
     limited = _story(_read_until_under_test(nb), down=(10_000, 130_000), limit=3)
@@ -1089,7 +1096,15 @@ def _first_lives_show(spark, folder: Path) -> dict:
     }
 
 
-@exercise("5.2", timeout=300)
+#: What a failed fix of 5.2 is about, whatever the diagnosis said.
+FIX_HINT_5_2 = (
+    "When Spark runs a batch again after a crash, what does the writer know about it that it "
+    "knew the first time? Use that to find what an earlier attempt left, and replace it "
+    "instead of adding to it."
+)
+
+
+@exercise("5.2", timeout=300, part="diagnosis")
 def test_the_diagnosis_is_what_spark_shows_of_the_found_sink(nb, spark, tmp_path):
     diagnosis = _diagnosis_5_2(nb.DIAGNOSIS_5_2)
     spark_shows = spark_facts(
@@ -1106,7 +1121,7 @@ def test_the_diagnosis_is_what_spark_shows_of_the_found_sink(nb, spark, tmp_path
     )
 
 
-@exercise("5.2", timeout=120)
+@exercise("5.2", timeout=120, part="fix", hint=FIX_HINT_5_2)
 def test_each_batch_lands_in_its_own_folder(nb, spark, tmp_path):
     output = tmp_path / "sink"
     write = _writer(nb, output)
@@ -1126,7 +1141,7 @@ def test_each_batch_lands_in_its_own_folder(nb, spark, tmp_path):
     )
 
 
-@exercise("5.2", timeout=120)
+@exercise("5.2", timeout=120, part="fix", hint=FIX_HINT_5_2)
 def test_a_retried_batch_replaces_the_first_attempt(nb, spark, tmp_path):
     output = tmp_path / "sink"
     write = _writer(nb, output)
@@ -1430,7 +1445,7 @@ def _found_reader_shows(spark, folder: Path) -> dict:
     }
 
 
-@exercise("5.8", timeout=400)
+@exercise("5.8", timeout=400, part="diagnosis")
 def test_the_diagnosis_is_what_spark_shows_of_the_found_reader(nb, spark, tmp_path):
     diagnosis = _diagnosis_5_8(nb.DIAGNOSIS_5_8)
     spark_shows = spark_facts(
@@ -1450,7 +1465,7 @@ def test_the_diagnosis_is_what_spark_shows_of_the_found_reader(nb, spark, tmp_pa
     )
 
 
-@exercise("5.8", timeout=400)
+@exercise("5.8", timeout=400, part="fix", hint=FIX_HINT_5_8)
 def test_catch_up_on_spark_over_a_skewed_backlog(nb, spark, tmp_path):
     incoming, checkpoint, output = tmp_path / "incoming", tmp_path / "checkpoint", tmp_path / "out"
     processor_class = _read_until_under_test(nb)

@@ -1399,8 +1399,8 @@ def _what_the_found_helper_does(spark) -> dict:
     return shows
 
 
-@exercise("6.1", timeout=60, hint=SETTINGS_HINT)
-def test_the_session_is_as_before_after_the_block(nb, spark):
+@exercise("6.1", timeout=60, part="diagnosis")
+def test_the_diagnosis_is_what_the_found_helper_does(nb, spark):
     diagnosis = _diagnosis_6_1(nb.DIAGNOSIS_6_1)
     expect_equal(
         diagnosis,
@@ -1411,6 +1411,10 @@ def test_the_session_is_as_before_after_the_block(nb, spark):
         "the same after a block that raises; never_set: a key the session did not have).",
         hint=DIAGNOSIS_HINT,
     )
+
+
+@exercise("6.1", timeout=60, part="fix", hint=SETTINGS_HINT)
+def test_the_session_is_as_before_after_the_block(nb, spark):
     settings = {CHANGELOG: "false", PROVIDER: "org.example.NoSuchProvider", UNSET_KEY: "on"}
     with _repaired(spark, settings) as before:
         spark.conf.unset(UNSET_KEY)
@@ -1433,7 +1437,7 @@ def test_the_session_is_as_before_after_the_block(nb, spark):
     )
 
 
-@exercise("6.1", timeout=60, hint=SETTINGS_HINT)
+@exercise("6.1", timeout=60, part="fix", hint=SETTINGS_HINT)
 def test_the_session_is_restored_when_the_block_raises(nb, spark):
     settings = {CHANGELOG: "false"}
     with _repaired(spark, settings) as before:
@@ -1460,7 +1464,7 @@ def test_the_session_is_restored_when_the_block_raises(nb, spark):
     )
 
 
-@exercise("6.1", timeout=150, hint=SETTINGS_HINT)
+@exercise("6.1", timeout=150, part="fix", hint=SETTINGS_HINT)
 def test_a_query_after_the_block_commits_changelogs(nb, spark, tmp_path):
     incoming = tmp_path / "incoming"
     _heartbeats(incoming, "a", ["m1", "m2", "m3"])

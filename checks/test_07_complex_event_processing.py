@@ -258,14 +258,37 @@ def windows_shown(value) -> str:
 SAMPLE_PARTS = ("events", "first", "middle", "last", "anomalies")
 
 
+#: The hint of a sample whose only wrong part is this one (see :func:`_hint_for`).
+PART_HINTS = {
+    "middle": "The middle is the lower middle position, (n - 1) // 2 counted from 0, for an odd "
+    "count as for an even one: one function of pyspark.sql.functions counts positions from 1, "
+    "another from 0.",
+    "anomalies": "An anomaly is a reading whose sensor_freq is below zero, strictly; filter the "
+    "sorted readings, so that the anomalies keep their order.",
+    "events": "events is the number of readings in the window: the size of its array.",
+}
+#: The hint when first or last is wrong: they are wrong together when the order is.
+ORDER_HINT = (
+    "Sorting an array of structs orders them by their fields, first field first: look at the "
+    "order of SAMPLE_FIELDS."
+)
+
+
+def _hint_for(wrong: list[str]) -> str:
+    """The hint aimed at the parts of a sample that are wrong."""
+    if "first" in wrong or "last" in wrong:
+        return ORDER_HINT
+    return PART_HINTS.get(wrong[0], "") if len(wrong) == 1 else ""
+
+
 def compare(got: list[tuple], expected: list[tuple], rule: str, samples_from: str = "") -> None:
     """Fail with the first difference, said briefly: which window, which part, and ``rule``;
     the check kit shows the windows expected against those written."""
     if got == expected:
         return
 
-    def fail(message: str) -> CheckFailed:
-        return CheckFailed(message, expected=expected, actual=got, show=windows_shown)
+    def fail(message: str, hint: str = "") -> CheckFailed:
+        return CheckFailed(message, expected=expected, actual=got, show=windows_shown, hint=hint)
 
     by_key = {g[:3]: g for g in got}
     for want in expected:
@@ -292,7 +315,10 @@ def compare(got: list[tuple], expected: list[tuple], rule: str, samples_from: st
             if have[4] != want[4] or have[6] != want[6]
             else ""
         )
-        raise fail(f"{rule}. In {label(want)}, " + "; ".join(wrong) + "." + sorting + samples_from)
+        raise fail(
+            f"{rule}. In {label(want)}, " + "; ".join(wrong) + "." + sorting + samples_from,
+            _hint_for([p for i, p in enumerate(SAMPLE_PARTS, start=3) if have[i] != want[i]]),
+        )
     extra = [g for g in got if g[:3] not in {e[:3] for e in expected}]
     if extra:
         raise fail(
@@ -314,7 +340,11 @@ def picked(nb, spark, windows) -> list[tuple]:
     return sample_tuples(result)
 
 
-@exercise("7.2")
+@exercise(
+    "7.2",
+    hint="Each of first, middle and last is one element of the readings array, kept as the "
+    "struct it is; anomalies is the array itself, filtered.",
+)
 def test_samples_are_readings_as_the_window_holds_them(nb, spark):
     result = expect_dataframe(
         nb.pick_samples(
@@ -342,7 +372,11 @@ def test_samples_are_readings_as_the_window_holds_them(nb, spark):
     )
 
 
-@exercise("7.2")
+@exercise(
+    "7.2",
+    hint="With one reading every position names the same element: check where each of your "
+    "lookups counts from, the front, the end, 0 or 1.",
+)
 def test_one_reading_is_first_middle_and_last(nb, spark):
     windows = [("sensor-1", 0, [(20, 3, 50.1)]), ("sensor-2", 30, [(40, 7, -1.0)])]
     compare(
@@ -352,21 +386,35 @@ def test_one_reading_is_first_middle_and_last(nb, spark):
     )
 
 
-@exercise("7.2")
-def test_the_middle_of_an_even_count_is_the_earlier(nb, spark):
+@exercise(
+    "7.2",
+    hint="The middle is the lower middle position, (n - 1) // 2 counted from 0: one function "
+    "of pyspark.sql.functions counts positions from 1, another from 0.",
+)
+def test_the_middle_is_the_lower_middle_position(nb, spark):
     windows = [
         ("sensor-1", 0, [(50, 2, 50.2), (10, 1, 50.1)]),
         ("sensor-2", 0, [(40, 4, 50.4), (10, 1, 50.1), (30, 3, 50.3), (20, 2, 50.2)]),
+        ("sensor-3", 0, [(30, 3, 50.3), (10, 1, 50.1), (20, 2, 50.2)]),
+        (
+            "sensor-4",
+            0,
+            [(50, 5, 50.5), (10, 1, 50.1), (40, 4, 50.4), (20, 2, 50.2), (30, 3, 50.3)],
+        ),
     ]
     compare(
         picked(nb, spark, windows),
         sorted(expected_sample(*w) for w in windows),
         "With n readings the middle is at position (n - 1) // 2 (from 0): for 2 readings "
-        "the first, for 4 the second",
+        "the first, for 3 and 4 the second, for 5 the third",
     )
 
 
-@exercise("7.2")
+@exercise(
+    "7.2",
+    hint="Sorting an array of structs orders them by their fields, first field first: look at "
+    "the order of SAMPLE_FIELDS.",
+)
 def test_order_is_event_time_then_sequence_number(nb, spark):
     windows = [
         # Ties on event_time, stored in the array with the later sequence number first.
@@ -388,7 +436,11 @@ def test_order_is_event_time_then_sequence_number(nb, spark):
     )
 
 
-@exercise("7.2")
+@exercise(
+    "7.2",
+    hint="An anomaly is a reading whose sensor_freq is below zero, strictly; filter the sorted "
+    "readings, so that the anomalies keep their order.",
+)
 def test_anomalies_are_strictly_negative_and_in_order(nb, spark):
     windows = [
         ("sensor-1", 0, [(50, 5, -0.5), (0, 1, -1.0), (30, 3, 0.0), (10, 2, -2.25), (40, 4, -0.0)]),
@@ -693,7 +745,14 @@ def decoded(alerts: DataFrame) -> list[tuple]:
     return sorted(out)
 
 
-@exercise("7.5")
+#: What a failed fix of 7.5 is about, whatever the diagnosis said.
+FIX_HINT_7_5 = (
+    "The promise is about the micro-batch that reads a reading, whatever its event time: "
+    "the alerts need no state, so their query keeps none."
+)
+
+
+@exercise("7.5", part="fix", hint=FIX_HINT_7_5)
 def test_alerts_are_the_anomalies_as_json(nb, spark):
     readings = spark.createDataFrame(
         [
@@ -794,13 +853,8 @@ def _what_the_found_alerts_do(spark, root: Path) -> dict:
     }
 
 
-@exercise(
-    "7.5",
-    timeout=180,
-    hint="A watermark makes a de-duplication drop the rows older than it, and an aggregation "
-    "those whose window it closed: the alerts need neither.",
-)
-def test_alerts_come_at_once_without_state(nb, spark, tmp_path, checkpoint_dir):
+@exercise("7.5", timeout=180, part="diagnosis")
+def test_the_diagnosis_is_what_spark_shows_of_the_found_alerts(nb, spark, tmp_path):
     diagnosis = _diagnosis_shape(
         nb.DIAGNOSIS_7_5,
         "DIAGNOSIS_7_5",
@@ -820,6 +874,16 @@ def test_alerts_come_at_once_without_state(nb, spark, tmp_path, checkpoint_dir):
         "too late, with the watermark it ran with and numRowsDroppedByWatermark.",
         hint=ALERTS_DIAGNOSIS_HINT,
     )
+
+
+@exercise(
+    "7.5",
+    timeout=180,
+    part="fix",
+    hint="A watermark makes a de-duplication drop the rows older than it, and an aggregation "
+    "those whose window it closed: the alerts need neither.",
+)
+def test_alerts_come_at_once_without_state(nb, spark, tmp_path, checkpoint_dir):
     folder, output = tmp_path / "readings", tmp_path / "alerts"
     folder.mkdir()
     alerts = alerts_of(nb, spark.readStream.schema(READING_DDL).json(str(folder)))
@@ -1235,15 +1299,8 @@ def _what_the_found_writer_does(spark, root: Path) -> dict:
     }
 
 
-@exercise(
-    "7.8",
-    timeout=420,
-    hint="Update mode emits every window a batch changed, open or closed; append mode emits a "
-    "window once, when the watermark closes it. And a plain append writes a replayed batch again.",
-)
-def test_each_closed_window_lands_once(nb, spark, tmp_path, checkpoint_dir):
-    from pyspark.sql.streaming import DataStreamWriter
-
+@exercise("7.8", timeout=420, part="diagnosis")
+def test_the_diagnosis_is_what_spark_shows_of_the_found_writer(nb, spark, tmp_path):
     diagnosis = _diagnosis_shape(
         nb.DIAGNOSIS_7_8,
         "DIAGNOSIS_7_8",
@@ -1270,6 +1327,17 @@ def test_each_closed_window_lands_once(nb, spark, tmp_path, checkpoint_dir):
         "first batch that ran with a watermark at or past 10:01:00.",
         hint=SAMPLES_DIAGNOSIS_HINT,
     )
+
+
+@exercise(
+    "7.8",
+    timeout=420,
+    part="fix",
+    hint="Update mode emits every window a batch changed, open or closed; append mode emits a "
+    "window once, when the watermark closes it. And a plain append writes a replayed batch again.",
+)
+def test_each_closed_window_lands_once(nb, spark, tmp_path, checkpoint_dir):
+    from pyspark.sql.streaming import DataStreamWriter
 
     folder, table = tmp_path / "readings", tmp_path / "samples"
     folder.mkdir()

@@ -439,8 +439,16 @@ def _runbook_trial(spark, root: Path) -> dict:
     }
 
 
-@exercise("8.5", timeout=360)
-def test_the_settings_for_three_machines(nb, spark, tmp_path):
+#: What a failed fix of 8.5 is about, whatever the diagnosis said.
+FIX_HINT_8_5 = (
+    "Four things went wrong, one per promise: where a new monitor starts reading, how "
+    "maxEventsPerTrigger scales with the trigger, how a path is joined to a URI root, and what "
+    "the function lets through."
+)
+
+
+@exercise("8.5", timeout=360, part="diagnosis")
+def test_the_diagnosis_is_what_the_runbook_trial_shows(nb, spark, tmp_path):
     diagnosis = _runbook_diagnosis(nb.DIAGNOSIS_8_5)
     expect_equal(
         diagnosis,
@@ -457,6 +465,10 @@ def test_the_settings_for_three_machines(nb, spark, tmp_path):
         hint="Take numInputRows from each report of trial.recentProgress, in batchId order, "
         "and add them up.",
     )
+
+
+@exercise("8.5", timeout=360, part="fix", hint=FIX_HINT_8_5)
+def test_the_settings_for_three_machines(nb, spark, tmp_path):
     got = _settings(nb, CS, 3, "/data/checkpoints")
     expected = {
         "source": {
@@ -484,7 +496,7 @@ def test_the_settings_for_three_machines(nb, spark, tmp_path):
     )
 
 
-@exercise("8.5")
+@exercise("8.5", part="fix", hint=FIX_HINT_8_5)
 @pytest.mark.parametrize(
     "fleet, trigger_ms, factor",
     [(1, 500, 10), (10_000, 500, 10), (7, 250, 3), (1, 1, 1), (2, 2_000, 1)],
@@ -508,7 +520,7 @@ def test_max_events_grows_with_the_fleet(nb, fleet, trigger_ms, factor):
     )
 
 
-@exercise("8.5")
+@exercise("8.5", part="fix", hint=FIX_HINT_8_5)
 def test_the_checkpoint_root_may_be_a_uri(nb):
     root = "abfss://monitor@account.dfs.core.windows.net/checkpoints/"
     got = _settings(nb, CS, 3, root, consumer_group="monitor")
@@ -534,7 +546,7 @@ def test_the_checkpoint_root_may_be_a_uri(nb):
     )
 
 
-@exercise("8.5")
+@exercise("8.5", part="fix", hint=FIX_HINT_8_5)
 @pytest.mark.parametrize(
     "args, kwargs, what",
     [
@@ -1141,8 +1153,16 @@ def _wiring_trial(spark, root: Path) -> dict:
     }
 
 
-@exercise("8.6", timeout=360)
-def test_the_writer_is_set_up_from_the_settings(nb, spark, tmp_path):
+#: What a failed fix of 8.6 is about, whatever the diagnosis said.
+FIX_HINT_8_6 = (
+    "Two promises are broken: one of the processor (it must know when a batch has read a "
+    "partition to its end) and one of the contract (which partition of the status hub a "
+    "machine's events land on)."
+)
+
+
+@exercise("8.6", timeout=360, part="diagnosis")
+def test_the_diagnosis_is_what_the_wiring_trial_shows(nb, spark, tmp_path):
     diagnosis = _wiring_diagnosis(nb.DIAGNOSIS_8_6)
     expect_equal(
         diagnosis,
@@ -1159,6 +1179,10 @@ def test_the_writer_is_set_up_from_the_settings(nb, spark, tmp_path):
         hint="Read wiring_received (each event's partition_key and body) and "
         "wiring_trial.lastProgress['sources'][0].",
     )
+
+
+@exercise("8.6", timeout=360, part="fix", hint=FIX_HINT_8_6)
+def test_the_writer_is_set_up_from_the_settings(nb, spark, tmp_path):
     settings = _settings_for(FAKE_CS, tmp_path / "checkpoint")
     writer = _writer(nb, spark, settings)
     sink = _writer_field(writer, "source")
@@ -1243,7 +1267,7 @@ def _key(event) -> str:
     return key.decode() if isinstance(key, bytes) else key
 
 
-@exercise("8.6", timeout=480)
+@exercise("8.6", timeout=480, part="fix", hint=FIX_HINT_8_6)
 def test_the_query_turns_heartbeats_into_status_events_on_the_hub(nb, spark, tmp_path):
     from streamlab.hub import Hub
 

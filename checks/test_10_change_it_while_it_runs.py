@@ -780,8 +780,15 @@ def _hasty_migration_on_spark(spark, root: Path) -> dict:
     return {"machines": machines, "timers": {p: armed.count(p) for p in HUB_PARTITIONS}}
 
 
-@exercise("10.7", timeout=360, hint="A partition that receives nothing runs only its timer.")
-def test_migration_arms_every_partition(nb, spark, tmp_path):
+#: What a failed fix of 10.7 is about, whatever the diagnosis said.
+FIX_HINT_10_7 = (
+    "Ask which handlers ever run again for a partition that receives no rows: a partition that "
+    "receives nothing runs only its timer."
+)
+
+
+@exercise("10.7", timeout=360, part="diagnosis")
+def test_the_diagnosis_is_what_spark_shows_of_the_first_migration(nb, spark, tmp_path):
     diagnosis = _diagnosis(nb.DIAGNOSIS_10_7)
     expect_equal(
         diagnosis,
@@ -799,6 +806,12 @@ def test_migration_arms_every_partition(nb, spark, tmp_path):
         "'partition' for the machines, readRegisteredTimers 'true' for the timers; key.partition "
         "is the hub partition.",
     )
+
+
+@exercise(
+    "10.7", timeout=360, part="fix", hint="A partition that receives nothing runs only its timer."
+)
+def test_migration_arms_every_partition(nb, spark, tmp_path):
     tester = _migrated(nb, 100, OLD)
     expect_equal(
         {"0": _timers(tester, "0"), "1": _timers(tester, "1")},
@@ -817,7 +830,7 @@ def test_migration_arms_every_partition(nb, spark, tmp_path):
     )
 
 
-@exercise("10.7")
+@exercise("10.7", part="fix", hint=FIX_HINT_10_7)
 def test_migration_reports_the_machines_that_stopped(nb):
     tester = _migrated(nb, 100, OLD)
     out = []
@@ -837,7 +850,7 @@ def test_migration_reports_the_machines_that_stopped(nb):
     )
 
 
-@exercise("10.7")
+@exercise("10.7", part="fix", hint=FIX_HINT_10_7)
 def test_migration_timer_is_never_in_the_past(nb):
     rows = [
         _initial("0", "late", HEALTHY, 90),
@@ -864,7 +877,7 @@ def test_migration_timer_is_never_in_the_past(nb):
     )
 
 
-@exercise("10.7")
+@exercise("10.7", part="fix", hint=FIX_HINT_10_7)
 def test_migration_announces_nobody_again(nb):
     rows = [
         _initial("0", "p1", HEALTHY, 99),

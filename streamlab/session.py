@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streamlab import spark_log
 from streamlab.paths import BUILD_DIR
 
 if TYPE_CHECKING:
@@ -68,15 +69,18 @@ def _output_to(path: Path):
 
     The JVM inherits them, and so do the Python workers it starts later, whose start-up
     chatter would otherwise land in every notebook cell that runs a stateful query.
-    Errors still reach the notebook: Spark raises them as Python exceptions.
+    Errors still reach the notebook: Spark raises them as Python exceptions. What they write
+    passes through :mod:`streamlab.spark_log`, which leaves out the tracebacks of workers
+    whose connection the JVM had already closed.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
-    with open(path, "a", encoding="utf-8") as log:
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
+    log = spark_log.writer(path)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
     try:
         yield
     finally:

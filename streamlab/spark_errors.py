@@ -283,3 +283,68 @@ def markdown_table() -> str:
         meaning = t.meaning[0].upper() + t.meaning[1:]
         lines.append(f"| `{t.condition}` | {meaning} | {t.where[0].upper()}{t.where[1:]} |")
     return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Cause:
+    """The innermost reason of an error: its error class (``STATE_STORE_...``) or, when it has
+    none, its exception's name (``TypeError``), and its first line."""
+
+    name: str
+    line: str
+
+    def __str__(self) -> str:
+        return self.line if self.line.startswith(self.name) else f"{self.name}: {self.line}"
+
+
+_CAUSED_BY = re.compile(r"^\s*Caused by: ([\w.$]+)(?:: (.*))?$")
+_PYTHON_LINE = re.compile(r"^([A-Z]\w*(?:Error|Exception|Exit|Interrupt)): (.*)$")
+
+
+def deepest_cause(error: BaseException) -> Cause:
+    """The innermost reason of ``error``, through Python's chain of causes, PySpark's converted
+    JVM causes (``_cause``) and the JVM's own ``Caused by:`` lines; wrapper classes
+    (``STREAM_FAILED``) are passed through, and a Python worker's error is its last line."""
+    found = [
+        _cause_of(str(e), type(e).__name__, getattr(e, "getCondition", None)) for e in _chain(error)
+    ]
+    for e in _chain(error):
+        for line in str(getattr(e, "_stackTrace", "") or "").splitlines():
+            match = _CAUSED_BY.match(line)
+            if match:
+                found.append(_cause_of(match.group(2) or "", match.group(1).rsplit(".", 1)[-1]))
+    named = [c for c in found if c.name.isupper() and c.name not in WRAPPERS]
+    # Py4J's errors only carry the JVM's: never the cause themselves while another is known.
+    own = [c for c in found if not c.name.startswith("Py4J")]
+    return (named or own or found)[-1]
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    stack: list[BaseException | None] = [error]
+    while stack:
+        current = stack.pop(0)
+        if current is None or any(current is s for s in seen):
+            continue
+        seen.append(current)
+        converted = getattr(current, "_cause", None)
+        # `raise converted from None` (PySpark's) hides the Py4J error it replaced: so here.
+        hidden = current.__suppress_context__ and current.__cause__ is None
+        stack += [current.__cause__ or (None if hidden else current.__context__)]
+        stack += [converted] if isinstance(converted, BaseException) else []
+    return seen
+
+
+def _cause_of(text: str, exception: str, condition=None) -> Cause:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    python = [m for m in map(_PYTHON_LINE.match, lines) if m and not m.group(1).startswith("Py4J")]
+    classes = [c for c in _CLASS.findall(text) if c not in WRAPPERS]
+    if "PYTHON_EXCEPTION" in classes and python:
+        return Cause(python[-1].group(1), python[-1].group(2)[:300])
+    try:
+        own = condition() if callable(condition) else None
+    except Exception:  # a half-built Spark error: its text still names the class
+        own = None
+    name = classes[-1] if classes else (own if own and own not in WRAPPERS else exception)
+    first = next((line for line in lines if name in line), lines[0] if lines else "")
+    return Cause(name, first[:300])

@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 from streamlab import processes
-from streamlab.grading import answers, report, supervisor, tries, unsaved, warm
+from streamlab.grading import answers, blame, report, supervisor, tries, unsaved, waiting, warm
+from streamlab.grading.verdict import CheckResult
 from streamlab.paths import BUILD_DIR
 from streamlab.tooling import registry
 
@@ -60,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
         "beside the JSON; none for the course's solutions/)",
     )
     parser.add_argument("--max-check-seconds", type=float, default=None, help=argparse.SUPPRESS)
+    # %check reads what the grading waits on as JSON lines (streamlab.grading.waiting).
+    parser.add_argument("--progress-json", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -121,9 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         exercises=args.exercise,
         max_check_seconds=args.max_check_seconds,
         log_path=json_path.with_name("grade.log"),
+        on_progress=_progress(args),
     )
     record = _tries(args, json_path, outcome)
-    graded = _graded(chosen, outcome, args, earlier, record)
+    graded = _graded(chosen, outcome, args, earlier, record, json_path)
     graded["unsaved"] = unsaved.warnings(chosen, graded, args.notebooks)
     graded["timings"] = outcome.timings
     report.write_json(graded, json_path)
@@ -144,11 +148,13 @@ def _graded(
     args: argparse.Namespace,
     earlier: dict | None,
     record: dict[str, dict] | None,
+    json_path: Path,
 ) -> dict:
-    """The grade of what the supervisor found, as the learner's record of tries says it."""
+    """The grade of what the supervisor found, each failure blamed on the exercise whose code
+    caused it, as the learner's record of tries says it."""
     return report.grade(
         chosen,
-        tries.masked(outcome.results, record or {}),
+        tries.masked(_blamed(chosen, args, outcome, json_path), record or {}),
         lab_errors=outcome.lab_errors,
         not_graded=outcome.not_graded,
         cells=outcome.cells,
@@ -170,6 +176,40 @@ def _tries(
         return None
     path = Path(args.first_tries) if args.first_tries else json_path.with_name("first-tries.json")
     return tries.update(outcome.results, path)
+
+
+def _progress(args: argparse.Namespace):
+    """Where the grading says what it waits on: JSON lines for %check, else the terminal."""
+    return waiting.json_progress if args.progress_json else waiting.TerminalProgress()
+
+
+def _blamed(
+    chosen: list[registry.Lab],
+    args: argparse.Namespace,
+    outcome: supervisor.Outcome,
+    json_path: Path,
+) -> list[CheckResult]:
+    """The verdicts, with each check that failed because of an earlier exercise's code said so
+    (:mod:`streamlab.grading.blame`); an earlier exercise this run did not grade is graded
+    apart first, only to know whether it is the cause."""
+    graded = args.exercise or [e.id for lab in chosen for e in lab.exercises]
+    wanted = blame.unchecked(outcome.results, outcome.uses, graded)
+    evidence: list[CheckResult] = []
+    if wanted:
+        print(
+            f"Grading exercise(s) {', '.join(wanted)} as well, whose code a failed check runs ...",
+            flush=True,
+        )
+        labs = [registry.lab(e.partition(".")[0]) for e in wanted]
+        evidence = supervisor.run(
+            list(dict.fromkeys(labs)),
+            args.notebooks,
+            exercises=wanted,
+            max_check_seconds=args.max_check_seconds,
+            log_path=json_path.with_name("grade-earlier.log"),
+            on_progress=_progress(args),
+        ).results
+    return blame.blamed(outcome.results, outcome.uses, evidence)
 
 
 def _status(graded: dict, outcome: supervisor.Outcome, complete: bool) -> int:

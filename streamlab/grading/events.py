@@ -29,11 +29,15 @@ class EventKind(StrEnum):
     #: A graded cell starts (``cell``: its number, ``exercise``, ``line``: its first line),
     #: or ends (``cell`` 0).
     CELL = "cell"
-    #: A lab's notebook is loaded: ``cells`` and ``first_lines`` by exercise, ``fingerprint``.
+    #: A lab's notebook is loaded: ``cells`` and ``first_lines`` by exercise, ``fingerprint``,
+    #: ``uses`` (what each exercise's cells read from earlier exercises' cells).
     CELLS = "cells"
+    #: The checks this child will run, in order, once pytest has collected them: ``checks``.
+    COLLECTED = "collected"
     #: A check's ``phase`` (setup, call, teardown) starts; ``limit`` in seconds for a call.
     PHASE = "phase"
-    #: A check's verdict: ``status``, ``message``, ``expected``, ``actual``, ``hint``, ``diff``.
+    #: A check's verdict: ``status``, ``message``, ``expected``, ``actual``, ``hint``, ``diff``,
+    #: ``hintless``, and ``part``: the part of its exercise the check grades, or "".
     RESULT = "result"
     #: A lab's notebook cannot be read: ``message``.
     LAB_ERROR = "lab-error"

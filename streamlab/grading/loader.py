@@ -22,6 +22,7 @@ from pathlib import Path
 
 import nbformat
 
+from streamlab.grading import calls
 from streamlab.grading.timeout import CELL_TIME_LIMIT, CheckTimeout, time_limit
 from streamlab.paths import REPO_ROOT
 from streamlab.spark_errors import explain
@@ -196,6 +197,9 @@ class LoadedNotebook:
     first_lines: dict[str, str] = field(default_factory=dict)  # exercise -> its cell's first line
     #: :func:`streamlab.tooling.notebooks.fingerprint` of the graded cells that ran.
     fingerprint: str = ""
+    #: exercise -> earlier exercise -> names of its cell that this exercise's cells read
+    #: (:func:`streamlab.grading.calls.uses`).
+    uses: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     def problem_for(self, exercise: str) -> CellProblem | None:
         """The first problem that stops ``exercise`` from being checked, if any."""
@@ -272,10 +276,12 @@ def load_notebook(
     module = _notebook_module(path, module_name)
     loaded = LoadedNotebook(path=path, module=module, fingerprint=fingerprint(notebook.cells))
     tagged: dict[str, list[str]] = {}
+    graded: list[tuple[str | None, str]] = []
     for number, cell in enumerate(notebook.cells, start=1):
         if not is_graded(cell):
             continue
         exercise = exercise_id(cell)
+        graded.append((exercise, cell.source))
         line = first_line(cell.source)
         if exercise:
             loaded.exercises.add(exercise)
@@ -292,6 +298,7 @@ def load_notebook(
             loaded.problems.append(dataclasses.replace(problem, first_line=line))
     # Tag problems come first: they explain whatever the cells themselves did.
     loaded.problems[:0] = _tag_problems(path, tagged, expected)
+    loaded.uses = calls.uses(graded)
     return loaded
 
 
@@ -326,10 +333,19 @@ def _run_graded_cell(
     if on_cell:
         on_cell(None, 0, "")
     if problem is None and exercise and NOT_DONE.format(id=exercise) in source:
+        if _diagnosis_name(exercise) in vars(loaded.module):
+            # A debug exercise's diagnosis is written and its fix is not: the diagnosis is
+            # graded on its own, the fix's checks say it is not done.
+            return None
         # The stub is still there: nothing of this exercise can pass yet, so say so
         # without running checks (some of which would start Spark for nothing).
         return CellProblem(exercise, number, "not-done", "the cell still raises")
     return problem
+
+
+def _diagnosis_name(exercise: str) -> str:
+    """``DIAGNOSIS_2_5``: the name under which a debug exercise's diagnosis is written."""
+    return "DIAGNOSIS_" + exercise.replace(".", "_")
 
 
 def _tag_problems(

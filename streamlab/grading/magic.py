@@ -24,7 +24,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -35,7 +37,9 @@ from streamlab import processes
 from streamlab.grading import answers, tries
 from streamlab.grading.answers import AnswerCell
 from streamlab.grading.cell_history import LAST_RUNS, CellRun
+from streamlab.grading.supervisor import Progress
 from streamlab.grading.verdict import NOT_GRADED, PASSED, REVEALED, Status
+from streamlab.grading.waiting import read_progress
 from streamlab.paths import REPO_ROOT
 from streamlab.tooling import registry
 from streamlab.tooling.notebooks import cell_name, exercise_id, first_line, is_graded, read_cells
@@ -179,11 +183,10 @@ def check_magic(line: str) -> None:
     """The ``%check`` line magic: grade, then show the report (or one sentence)."""
     from IPython.display import display
 
-    shown = display(
-        {"text/plain": f"Checking {line.strip() or 'this lab'} ..."}, raw=True, display_id=True
-    )
+    what = line.strip() or "this lab"
+    shown = display({"text/plain": f"Checking {what} ..."}, raw=True, display_id=True)
     try:
-        report = check(line)
+        report = check(line, on_progress=_shown_in(shown, what))
     except CheckError as error:
         shown.update({"text/plain": str(error)}, raw=True)
         return
@@ -193,15 +196,32 @@ def check_magic(line: str) -> None:
     shown.update(report)
 
 
-def check(line: str, cwd: Path | None = None) -> CheckReport:
-    """Grade the exercises (or labs) named in ``line`` as last run in this kernel."""
+def _shown_in(shown, what: str) -> Callable[[Progress], None]:
+    """Shows what the grading waits on in ``shown``, a display handle, updated in place."""
+
+    def show(progress: Progress) -> None:
+        shown.update({"text/plain": f"Checking {what}: {progress.line()}"}, raw=True)
+
+    return show
+
+
+def check(
+    line: str, cwd: Path | None = None, on_progress: Callable[[Progress], None] | None = None
+) -> CheckReport:
+    """Grade the exercises (or labs) named in ``line`` as last run in this kernel;
+    ``on_progress`` is told what the grading waits on, about once a second."""
     lab, wanted = _targets(line.split(), Path(cwd or os.getcwd()))
     notebook = find_notebook(lab, Path(cwd or os.getcwd()))
     started = datetime.now()
     with tempfile.TemporaryDirectory(prefix="streamlab-check-") as folder:
         versions = _write_as_last_run(notebook, lab, Path(folder) / "labs")
         graded = _run_grader(
-            lab, Path(folder) / "labs", wanted, Path(folder) / "grade.json", _record_args(notebook)
+            lab,
+            Path(folder) / "labs",
+            wanted,
+            Path(folder) / "grade.json",
+            _record_args(notebook),
+            on_progress,
         )
     exercises = []
     for entry in graded:
@@ -371,7 +391,12 @@ def _version(exercise: str, saved: str, run: CellRun | None, saved_at: datetime)
 
 
 def _run_grader(
-    lab: registry.Lab, labs_dir: Path, wanted: list[str], json_path: Path, extra: Sequence[str] = ()
+    lab: registry.Lab,
+    labs_dir: Path,
+    wanted: list[str],
+    json_path: Path,
+    extra: Sequence[str] = (),
+    on_progress: Callable[[Progress], None] | None = None,
 ) -> list[dict]:
     """Run ``python -m streamlab.grading`` on ``labs_dir`` and return the lab's exercises."""
     base = [
@@ -383,10 +408,11 @@ def _run_grader(
         str(labs_dir),
         "--json",
         str(json_path),
+        "--progress-json",
     ]
     if len(wanted) < len(lab.exercises):
         base += [arg for exercise in wanted for arg in ("--exercise", exercise)]
-    result = _grade(base + list(extra))
+    result = _grade(base + list(extra), on_progress)
     graded = json.loads(json_path.read_text(encoding="utf-8")) if json_path.exists() else {}
     for entry in graded.get("labs", []):
         if entry.get("id") == lab.id and entry.get("exercises"):
@@ -407,7 +433,9 @@ def _record_args(notebook: Path) -> list[str]:
 GRADER_WITHIN = 20 * 60.0
 
 
-def _grade(command: list[str]) -> subprocess.CompletedProcess:
+def _grade(
+    command: list[str], on_progress: Callable[[Progress], None] | None = None
+) -> subprocess.CompletedProcess:
     process = subprocess.Popen(
         command,
         cwd=REPO_ROOT,
@@ -417,7 +445,7 @@ def _grade(command: list[str]) -> subprocess.CompletedProcess:
         start_new_session=True,
     )
     try:
-        stdout, stderr = process.communicate(timeout=GRADER_WITHIN)
+        stdout, stderr = _follow(process, on_progress)
     except subprocess.TimeoutExpired:
         processes.terminate(process, first=signal.SIGINT)
         raise CheckError(
@@ -430,3 +458,40 @@ def _grade(command: list[str]) -> subprocess.CompletedProcess:
         processes.terminate(process, first=signal.SIGINT)
         raise
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _follow(
+    process: subprocess.Popen, on_progress: Callable[[Progress], None] | None
+) -> tuple[str, str]:
+    """Wait for the grader (at most :data:`GRADER_WITHIN`), telling ``on_progress`` from this
+    thread (the kernel's, which owns the display) the latest of what it waits on; returns its
+    output without the progress lines."""
+    kept: dict[str, list[str]] = {"stdout": [], "stderr": []}
+    latest: list[Progress] = []
+
+    def pump(name: str, stream) -> None:
+        for text in stream:
+            progress = read_progress(text)
+            if progress is None:
+                kept[name].append(text)
+            else:
+                latest[:] = [progress]
+
+    pumps = [
+        threading.Thread(target=pump, args=(name, stream), daemon=True)
+        for name, stream in (("stdout", process.stdout), ("stderr", process.stderr))
+    ]
+    for thread in pumps:
+        thread.start()
+    deadline = time.monotonic() + GRADER_WITHIN
+    shown = None
+    while process.poll() is None:
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(process.args, GRADER_WITHIN)
+        if on_progress is not None and latest and latest[0] is not shown:
+            shown = latest[0]
+            on_progress(shown)
+        time.sleep(0.25)
+    for thread in pumps:
+        thread.join(timeout=10)
+    return "".join(kept["stdout"]), "".join(kept["stderr"])

@@ -109,9 +109,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "exercise(id, timeout): the exercise a check grades")
     config.stash[_results_key] = []
     config.stash[_notebooks_key] = {}
+    config.stash[_out_of_time_key] = set()
 
 
 _results_key = pytest.StashKey[list[CheckResult]]()
+#: (unit, exercise) whose check ran out of time: its other checks would only wait as long.
+_out_of_time_key = pytest.StashKey[set[tuple[str, str]]]()
 _notebooks_key = pytest.StashKey[dict[str, LoadedNotebook | NotebookUnreadable]]()
 
 
@@ -139,6 +142,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Tell the supervisor which checks run, so that it can say which one of how many runs."""
+    events.emit(EventKind.COLLECTED, checks=[item.nodeid for item in session.items])
 
 
 def results(config: pytest.Config) -> list[CheckResult]:
@@ -222,6 +230,7 @@ def _notebook_for(item: pytest.Item) -> LoadedNotebook:
                 cells=loaded.cells,
                 first_lines=loaded.first_lines,
                 fingerprint=loaded.fingerprint,
+                uses=loaded.uses,
             )
     found = cache[unit]
     if isinstance(found, NotebookUnreadable):
@@ -233,6 +242,8 @@ def _notebook_for(item: pytest.Item) -> LoadedNotebook:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Before any fixture: a check whose cells did not run stops here, without starting Spark.
     exercise_id = exercise_of(item)
+    if (unit_of(item), exercise_id) in item.config.stash[_out_of_time_key]:
+        pytest.skip(f"another check of exercise {exercise_id} ran out of time")
     _emit_phase(item, "setup")
     problem = _notebook_for(item).problem_for(exercise_id)
     if problem:
@@ -272,6 +283,7 @@ def pytest_runtest_call(item: pytest.Item):
             return (yield)
         except BaseException:
             if running.expired:
+                item.config.stash[_out_of_time_key].add((unit_of(item), exercise_of(item)))
                 # A library (py4j) caught the timeout and raised its own error instead.
                 raise running.error() from None
             raise
@@ -292,6 +304,8 @@ def _attempt(item: pytest.Item, error: BaseException | None) -> Attempt:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    if call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception):
+        return report  # not graded: the exercise's verdict is its other check's
     failed_setup = call.when == "setup" and call.excinfo is not None
     if call.when == "call" or failed_setup:
         error = call.excinfo.value if call.excinfo else None
@@ -302,8 +316,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             verdict = dataclasses.replace(verdict, hint=check_hint)
         lab, unit = lab_of(item), unit_of(item)
         tried = _attempt(item, error)
+        part = _exercise_marker(item).kwargs.get("part", "")
         results(item.config).append(
-            CheckResult(lab, exercise_id, item.name, verdict, unit, attempt=tried)
+            CheckResult(lab, exercise_id, item.name, verdict, unit, part, attempt=tried)
         )
         events.emit(
             EventKind.RESULT,
@@ -317,6 +332,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             actual=verdict.actual,
             hint=verdict.hint,
             diff=verdict.diff,
+            hintless=verdict.hintless,
+            cause=verdict.cause,
+            part=part,
             attempt=dataclasses.asdict(tried),
         )
         if verdict.message:

@@ -65,9 +65,11 @@ from streamlab.grading.verdict import (
     CheckResult,
     Status,
     Verdict,
+    by_parts,
     combine,
 )
 from streamlab.paths import write_atomically
+from streamlab.tooling import registry
 from streamlab.tooling.notebooks import cell_name
 from streamlab.tooling.registry import Exercise, Lab
 
@@ -125,7 +127,7 @@ def grade(
     }
     if tries is not None:
         graded["first_tries"] = first_tries.called(tries)
-    graded["progress"] = _progress(graded)
+    graded["progress"] = _progress(graded, {lab.id: len(lab.exercises) for lab in labs})
     graded["complete"] = all(e["status"] == PASSED for e in _graded_now(graded))
     return graded
 
@@ -144,10 +146,10 @@ class _Found:
 
 
 def _verdicts_by_exercise(results: list[CheckResult]) -> dict[tuple[str, str], list[Verdict]]:
-    by_exercise: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
+    by_exercise: dict[tuple[str, str], list[CheckResult]] = defaultdict(list)
     for result in results:
-        by_exercise[(result.lab, result.exercise)].append(result.verdict)
-    return by_exercise
+        by_exercise[(result.lab, result.exercise)].append(result)
+    return {key: by_parts(found) for key, found in by_exercise.items()}
 
 
 def _lab_entry(lab: Lab, found: _Found, exercises: set[str] | None) -> dict:
@@ -312,8 +314,12 @@ def _order(exercise: str) -> tuple:
         return (float("inf"), exercise)
 
 
-def _progress(graded: dict) -> dict:
-    """The course-wide tally: this run's labs, plus the other labs of an earlier run."""
+def _progress(graded: dict, totals: Mapping[str, int] | None = None) -> dict:
+    """The course-wide tally: this run's labs, plus the other labs of an earlier run.
+
+    ``totals``: how many exercises each lab graded now has (default: the registry's count).
+    """
+    totals = totals or {}
     tally = counts(graded)
     labs = [(lab, False) for lab in graded["labs"]]
     labs += [(lab, True) for lab in graded.get("earlier_labs", [])]
@@ -325,7 +331,7 @@ def _progress(graded: dict) -> dict:
             {
                 "id": lab["id"],
                 "earlier": old,
-                "total": len(exercises),
+                "total": totals.get(lab["id"]) or _lab_total(lab["id"], len(exercises)),
                 "passed": sum(e.get("status") == PASSED for e in exercises),
                 # Exercises this run did not grade, kept from an earlier run of the lab, and
                 # how many of those were graded on other cells than the notebook holds now.
@@ -353,10 +359,53 @@ def _progress(graded: dict) -> dict:
         **tally,
         "total": sum(tally.values()),
         "labs": rows,
-        "next": upcoming,
+        "next": upcoming or _next_in_course(graded),
         "course_passed": sum(r["passed"] for r in rows),
-        "course_total": sum(r["total"] for r in rows),
+        "course_total": _course_total(rows),
     }
+
+
+def _lab_total(lab_id: str, recorded: int) -> int:
+    """How many exercises the lab has: the registry's count, whatever a record holds."""
+    try:
+        return len(registry.lab(lab_id).exercises)
+    except registry.RegistryError:
+        return recorded
+
+
+def _course_total(rows: list[dict]) -> int:
+    """How many exercises the course has, labs never graded included."""
+    counted = {r["id"]: r["total"] for r in rows}
+    rest = sum(len(lab.exercises) for lab in registry.labs() if lab.id not in counted)
+    return rest + sum(counted.values())
+
+
+def _next_in_course(graded: dict) -> dict | None:
+    """When no exercise graded now is left to do: the first exercise not passed (nor graded
+    yet) from the first lab graded now on, in course order, else in the labs before it."""
+    passed = {
+        e.get("id")
+        for lab in [*graded["labs"], *graded.get("earlier_labs", [])]
+        for e in _all_exercises(lab)
+        if e.get("status") == PASSED
+    }
+    graded_now = {lab["id"] for lab in graded["labs"]}
+    if not graded_now:
+        return None
+    first = min(graded_now)
+    ordered = [lab for lab in registry.labs() if lab.id >= first]
+    ordered += [lab for lab in registry.labs() if lab.id < first]
+    for lab in ordered:
+        for exercise in lab.exercises:
+            if exercise.id not in passed:
+                return {
+                    "lab": lab.id,
+                    "id": exercise.id,
+                    "title": exercise.title,
+                    "status": NOT_STARTED,
+                    "elsewhere": lab.id not in graded_now,
+                }
+    return None
 
 
 def counts(graded: dict) -> dict[str, int]:
@@ -471,7 +520,7 @@ def _first_try_lines(graded: dict) -> list[str]:
 def _course_lines(graded: dict, progress: dict, width: int) -> list[str]:
     """The course's progress by lab, with its footnotes, when more than one lab counts."""
     kept = [r for r in progress["labs"] if r.get("kept")]
-    if len(progress["labs"]) <= 1 and not kept:
+    if not progress["labs"]:
         return []
     per_lab = ", ".join(
         f"{r['id']} {r['passed']}/{r['total']}"
@@ -504,6 +553,8 @@ def _next_lines(progress: dict) -> list[str]:
     if upcoming:
         status = upcoming["status"]
         state = "" if status == NOT_STARTED else f" ({Status(status).word})"
+        if upcoming.get("elsewhere"):
+            state = f" (lab {upcoming['lab']})"
         # The next exercise's name only: its hints are for when asked (nox -s hint).
         return [f"Next up: exercise {upcoming['id']}, {upcoming['title'].lower()}{state}."]
     if progress["labs"] and not progress.get(NOT_GRADED):

@@ -29,7 +29,7 @@ from streamlab import processes
 from streamlab.grading import warm
 from streamlab.grading.events import FD_VARIABLE, EventKind, lab_of_check
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT
-from streamlab.grading.verdict import FAILED, Attempt, CheckResult, Status, Verdict
+from streamlab.grading.verdict import FAILED, TIMEOUT_HINT, Attempt, CheckResult, Status, Verdict
 from streamlab.tooling.notebooks import cell_name
 from streamlab.tooling.registry import Lab
 
@@ -72,6 +72,8 @@ class Outcome:
     #: Labs whose error leaves their exercises not graded rather than failed (the course's
     #: reference notebooks are missing).
     not_graded: set[str] = field(default_factory=set)
+    #: unit -> exercise -> earlier exercise -> the names of its cell the exercise reads
+    uses: dict[str, dict[str, dict[str, list[str]]]] = field(default_factory=dict)
     #: Where the seconds went, by :data:`PHASES`, and how many children ran, how many warm.
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -124,6 +126,49 @@ class _Activity:
     started: float = field(default_factory=time.monotonic)
 
 
+@dataclass(frozen=True)
+class Progress:
+    """What a grading waits on now, for the learner to see while it runs.
+
+    ``doing`` is ``start`` (the child starts: Python, Spark), ``cell`` (a graded cell runs),
+    ``setup``, ``call`` or ``teardown`` of check ``check`` of ``checks``, or ``between``
+    (the course's own work between checks, and stopping Spark at the end). ``seconds``: how
+    long it has been at it.
+    """
+
+    doing: str
+    seconds: float
+    check: int = 0
+    checks: int = 0
+    exercise: str = ""
+    name: str = ""
+
+    def line(self) -> str:
+        """One line saying it: ``check 3 of 12 (2.8, your test passes ...): 47 s``."""
+        seconds = f"{self.seconds:.0f} s"
+        if self.doing == "start":
+            return f"Starting the grader ... {seconds}"
+        if self.doing == "cell":
+            return f"Running your cells for exercise {self.exercise or '(setup)'} ... {seconds}"
+        if self.doing in ("setup", "call", "teardown") and self.checks:
+            what = {
+                "setup": ", preparing it (Spark, your notebook)",
+                "teardown": ", stopping its queries",
+            }.get(self.doing, "")
+            return (
+                f"check {self.check} of {self.checks} ({self.exercise}, {self.name}){what}: "
+                f"{seconds}"
+            )
+        return f"Finishing the grading ... {seconds}"
+
+
+def check_in_words(nodeid: str) -> str:
+    """``test_your_test_passes_a_right_final_counts`` -> ``your test passes a right final
+    counts``: a check's name as the learner reads it."""
+    name = _name(nodeid).partition("[")[0].removeprefix("test_")
+    return name.replace("_", " ")
+
+
 def _idle() -> _Activity:
     return _Activity(Phase.IDLE, time.monotonic() + IDLE_LIMIT, IDLE_LIMIT)
 
@@ -163,14 +208,16 @@ def run(
     log_path: Path,
     child_args: Sequence[str] = (),
     on_result: Callable[[CheckResult], None] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
 ) -> Outcome:
     """Grade ``labs`` in as many children as it takes; never raises for the learner's code.
 
     ``child_args`` go to every child's pytest (nox -s mutants loads its plugin there);
-    ``on_result`` is told each check's verdict as soon as it is known.
+    ``on_result`` is told each check's verdict as soon as it is known; ``on_progress`` what
+    the grading waits on, at each change and at least once a second.
     """
     cap = max_check_seconds
-    grading = _Run(Outcome(), _Plan(), cap or CELL_TIME_LIMIT, cap)
+    grading = _Run(Outcome(), _Plan(), cap or CELL_TIME_LIMIT, cap, on_progress=on_progress)
     outcome, plan = grading.outcome, grading.plan
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with (
@@ -222,12 +269,16 @@ def _run_child(
     env = {**os.environ, FD_VARIABLE: str(write_fd), "PYTHONUNBUFFERED": "1"}
     run.activity = _idle()
     log.flush()
-    child = _start_child(args, write_fd, log, env, run.outcome)
+    run.tell_progress(True)
+    child = _start_child(args, write_fd, log, env, run.outcome, lambda: run.tell_progress(True))
     os.close(write_fd)
     finished, first = False, True
     try:
         # The deadline is the newest activity's: each event may move it.
         for event in _events(child, read_fd, lambda: run.activity.deadline):
+            if event is _TICK:
+                run.tell_progress(first)
+                continue
             before = run.activity
             if event.get("event") == EventKind.DONE:
                 finished = True
@@ -239,6 +290,7 @@ def _run_child(
                 first = False
             if on_result and event.get("event") == EventKind.RESULT:
                 on_result(run.outcome.results[-1])
+            run.tell_progress(first)
     except _OutOfTime:
         return finished, None
     finally:
@@ -251,10 +303,15 @@ def _run_child(
 
 
 def _start_child(
-    args: list[str], write_fd: int, log: BinaryIO, env: dict[str, str], outcome: Outcome
+    args: list[str],
+    write_fd: int,
+    log: BinaryIO,
+    env: dict[str, str],
+    outcome: Outcome,
+    waiting: Callable[[], None] | None = None,
 ) -> _Child:
     """A warm child given ``args`` if one is ready, else a child started from cold."""
-    warm_child = warm.claim(args, write_fd, log.fileno(), env)
+    warm_child = warm.claim(args, write_fd, log.fileno(), env, waiting)
     outcome.took("children", 1)
     outcome.took("warm", warm_child is not None)
     if warm_child is not None:
@@ -273,6 +330,10 @@ def _start_child(
 
 class _OutOfTime(Exception):
     """What the child announced outlived its limit."""
+
+
+#: What :func:`_events` yields when a second passed without an event.
+_TICK: Event = {"event": "tick"}
 
 
 def _events(child: _Child, read_fd: int, deadline: Callable[[], float]) -> Iterator[Event]:
@@ -297,6 +358,7 @@ def _events(child: _Child, read_fd: int, deadline: Callable[[], float]) -> Itera
                 if child.poll() is not None:
                     # Dead, though something it started may still hold the pipe open.
                     return
+                yield _TICK
                 continue
             chunk = os.read(read_fd, 65536)
             if not chunk:
@@ -324,6 +386,35 @@ class _Run:
     cell_limit: float
     cap: float | None
     activity: _Activity = field(default_factory=_idle)
+    on_progress: Callable[[Progress], None] | None = None
+    #: The checks the running child collected, and how many earlier children graded.
+    collected: list[str] = field(default_factory=list)
+    done_before: int = 0
+
+    def tell_progress(self, starting: bool) -> None:
+        """Tell ``on_progress`` what the child does now (``starting``: no event came yet but
+        the child's own start)."""
+        if self.on_progress is None:
+            return
+        activity, now = self.activity, time.monotonic()
+        seconds = now - activity.started
+        if activity.phase is Phase.IDLE:
+            self.on_progress(Progress("start" if starting else "between", seconds))
+            return
+        if activity.phase is Phase.CELL:
+            self.on_progress(Progress("cell", seconds, exercise=activity.exercise))
+            return
+        number = self.collected.index(activity.check) + 1 if activity.check in self.collected else 0
+        self.on_progress(
+            Progress(
+                activity.phase.value,
+                seconds,
+                self.done_before + number,
+                self.done_before + len(self.collected),
+                activity.exercise,
+                check_in_words(activity.check),
+            )
+        )
 
 
 def _follow(event: Event, run: _Run) -> None:
@@ -374,6 +465,7 @@ def _on_cells(event: Event, run: _Run) -> None:
     outcome.first_lines[unit] = event.get("first_lines", {})
     if event.get("fingerprint"):
         outcome.fingerprints[unit] = event["fingerprint"]
+    outcome.uses[unit] = event.get("uses", {})
 
 
 def _on_phase(event: Event, run: _Run) -> _Activity:
@@ -394,6 +486,12 @@ def _on_phase(event: Event, run: _Run) -> _Activity:
     )
 
 
+def _on_collected(event: Event, run: _Run) -> None:
+    """The child's checks, in the order it runs them."""
+    run.done_before = len(run.plan.done)
+    run.collected = [str(check) for check in event.get("checks", [])]
+
+
 def _on_result(event: Event, run: _Run) -> None:
     """A check's verdict."""
     verdict = Verdict(
@@ -403,11 +501,19 @@ def _on_result(event: Event, run: _Run) -> None:
         event.get("actual", ""),
         event.get("hint", ""),
         event.get("diff", ""),
+        bool(event.get("hintless", False)),
+        str(event.get("cause") or ""),
     )
     unit = _unit(event)
     run.outcome.results.append(
         CheckResult(
-            event["lab"], event["exercise"], _name(event["check"]), verdict, unit, _attempt(event)
+            event["lab"],
+            event["exercise"],
+            _name(event["check"]),
+            verdict,
+            unit,
+            str(event.get("part") or ""),
+            _attempt(event),
         )
     )
     run.plan.done.add(event["check"])
@@ -458,6 +564,7 @@ def _on_done(event: Event, run: _Run) -> _Activity:
 _HANDLERS: dict[str, Callable[[Event, _Run], _Activity | None]] = {
     EventKind.CELL: _on_cell,
     EventKind.CELLS: _on_cells,
+    EventKind.COLLECTED: _on_collected,
     EventKind.PHASE: _on_phase,
     EventKind.RESULT: _on_result,
     EventKind.LAB_ERROR: _on_lab_error,
@@ -503,7 +610,10 @@ def _blame_cell(activity: _Activity, code: int | None, plan: _Plan) -> None:
 def _blame_check(activity: _Activity, code: int | None, outcome: Outcome, plan: _Plan) -> None:
     """The running check killed the child, or outlived its limit: it fails, and the
     exercise's other checks are given up."""
-    verdict = Verdict(FAILED, _check_sentence(activity, code, outcome))
+    hung = code is None and activity.phase is Phase.CALL
+    verdict = Verdict(
+        FAILED, _check_sentence(activity, code, outcome), hint=TIMEOUT_HINT if hung else ""
+    )
     outcome.results.append(
         CheckResult(activity.lab, activity.exercise, _name(activity.check), verdict, activity.unit)
     )

@@ -11,10 +11,19 @@ from contextlib import contextmanager
 CELL_TIME_LIMIT = 30.0
 #: Time limit of one check unless its marker says otherwise.
 DEFAULT_TIMEOUT = 30.0
+#: Seconds between a limit's firings once it has expired and the code caught it.
+AGAIN = 1.0
 
 
 class CheckTimeout(Exception):
-    """The code under check ran longer than its time limit."""
+    """The code under check ran longer than its time limit.
+
+    An ``Exception``, so that py4j, interrupted in a call into the JVM, closes the connection
+    it was waiting on (a ``BaseException`` would leave the thread's one connection waiting for
+    the interrupted call's answer, and every later call, the check's ``stop()`` included,
+    behind it). Code that catches it and carries on is interrupted again: see
+    :func:`time_limit`.
+    """
 
     def __init__(self, seconds: float):
         super().__init__(f"did not finish within {seconds:g} s")
@@ -42,7 +51,9 @@ def time_limit(seconds: float | None) -> Iterator[Limit]:
 
     Uses SIGALRM, which interrupts pure-Python loops and blocking calls alike. Signals
     reach only the main thread, so elsewhere the block runs without a limit. A loop inside
-    C is not interrupted: the grader's supervisor kills the whole process for that.
+    C is not interrupted: the grader's supervisor kills the whole process for that. Once
+    expired, the limit fires again every :data:`AGAIN` seconds until the block ends, so code
+    that catches even a ``BaseException`` cannot stay in the block.
     """
     limit = Limit(seconds)
     if not seconds or threading.current_thread() is not threading.main_thread():
@@ -51,6 +62,7 @@ def time_limit(seconds: float | None) -> Iterator[Limit]:
 
     def _expire(signum, frame):
         limit.expired = True
+        signal.setitimer(signal.ITIMER_REAL, AGAIN)
         raise CheckTimeout(seconds)
 
     previous = signal.signal(signal.SIGALRM, _expire)

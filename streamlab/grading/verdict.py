@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from streamlab.grading.expect import CheckFailed
 from streamlab.grading.timeout import CheckTimeout
-from streamlab.spark_errors import explain
+from streamlab.spark_errors import deepest_cause, explain
 from streamlab.tooling.notebooks import NOT_DONE_PATTERN
 
 if TYPE_CHECKING:
@@ -90,6 +90,9 @@ class Verdict:
     #: A failure that says what to do first (finish an earlier exercise) and has nothing to do
     #: with this exercise's own code: no hint of this exercise goes with it.
     hintless: bool = False
+    #: For a check that failed by an error its code raised: the deepest cause's error class
+    #: (``STATE_STORE_COMMIT_VALIDATION_FAILED``) or exception (``TypeError``).
+    cause: str = ""
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,8 @@ class CheckResult:
     check: str
     verdict: Verdict
     unit: str = ""
+    #: The part of its exercise the check grades (``diagnosis``, ``fix``), or "".
+    part: str = ""
     attempt: Attempt | None = None
 
     def __post_init__(self) -> None:
@@ -208,7 +213,7 @@ def _stub_verdict(error: BaseException, exercise: str) -> Verdict | None:
 
 def _check_verdict(error: BaseException, exercise: str) -> Verdict:
     """The verdict when the check ran and the code did not do what it asked."""
-    from streamlab.grading.loader import MissingName, describe_error
+    from streamlab.grading.loader import MissingName
 
     if isinstance(error, MissingName):
         return Verdict(
@@ -219,9 +224,9 @@ def _check_verdict(error: BaseException, exercise: str) -> Verdict:
             ),
         )
     if isinstance(error, CheckFailed):
-        return Verdict(
-            FAILED, error.message.strip(), error.expected, error.actual, error.hint, error.diff
-        )
+        message = error.message.strip()
+        hint = error.hint or _aimed_hint(message)
+        return Verdict(FAILED, message, error.expected, error.actual, hint, error.diff)
     if isinstance(error, CheckTimeout):
         return Verdict(
             FAILED,
@@ -229,12 +234,64 @@ def _check_verdict(error: BaseException, exercise: str) -> Verdict:
                 f"The check {error}. Is there an endless loop, or a stream that never stops? "
                 "(A stream that should end uses trigger(availableNow=True).)"
             ),
+            hint=TIMEOUT_HINT,
         )
     if isinstance(error, AssertionError):
         # Checks phrase their own message; pytest appends its introspection after it.
         text = str(error).split("\nassert ")[0].strip() or "A check's assertion failed."
         return Verdict(FAILED, _whole(text))
-    return Verdict(FAILED, _whole(f"Your code raised {describe_error(error, '<')}"))
+    return _raised_verdict(error)
+
+
+def _raised_verdict(error: BaseException) -> Verdict:
+    """The verdict when the code raised: what it raised, unwrapped to its deepest cause."""
+    from streamlab.grading.loader import describe_error
+
+    cause = deepest_cause(error)
+    said = describe_error(error, "<")
+    if cause.name in (type(error).__name__, error_class(error)):
+        return Verdict(FAILED, _whole(f"Your code raised {said}"), cause=cause.name)
+    explained = explain(error)
+    outer = f"{type(error).__name__}" + (f" [{error_class(error)}]" if error_class(error) else "")
+    text = f"Your code raised {outer}, whose deepest cause is {cause}"
+    return Verdict(
+        FAILED,
+        _whole(f"{text}. {explained}" if explained else f"{text}."),
+        cause=cause.name,
+    )
+
+
+def error_class(error: BaseException) -> str:
+    """The error class Spark gave ``error`` itself, or ""."""
+    own = getattr(error, "getCondition", None)
+    try:
+        return str(own() or "") if callable(own) else ""
+    except Exception:  # a half-built Spark error
+        return ""
+
+
+#: The hint of a check that ran out of time, whatever its exercise.
+TIMEOUT_HINT = (
+    "A query started without trigger(availableNow=True) runs until something stops it, so "
+    "awaitTermination() on it waits for ever; a loop whose condition never changes does too."
+)
+
+#: Failures every check says the same way, and the hint aimed at each when the check has none.
+_AIMED_HINTS = (
+    (
+        re.compile(r"\bit returned NoneType\b"),
+        "A function returns None when no `return` statement runs: is the value computed but "
+        "not returned, or returned from an inner function only?",
+    ),
+)
+
+
+def _aimed_hint(message: str) -> str:
+    """A hint aimed at what ``message`` says went wrong, or "" (the exercise's first tier)."""
+    for pattern, hint in _AIMED_HINTS:
+        if pattern.search(message):
+            return hint
+    return ""
 
 
 def combine(verdicts: list[Verdict]) -> Verdict:
@@ -257,6 +314,26 @@ def combine(verdicts: list[Verdict]) -> Verdict:
     return dataclasses.replace(first, status=FAILED)
 
 
+def by_parts(results: list[CheckResult]) -> list[Verdict]:
+    """The verdicts of one exercise's checks, in the order :func:`combine` reads them, said
+    by part when the exercise has a diagnosis and a fix.
+
+    The diagnosis is judged first: while it is wrong, its own verdict is the exercise's. Once
+    it is right, the fix's verdict is, said as such ("Diagnosis: right. The fix: ..."), and a
+    fix not written yet is no failure to hint at.
+    """
+    diagnosis = [r.verdict for r in results if r.part == "diagnosis"]
+    fix = [r.verdict for r in results if r.part != "diagnosis"]
+    if not diagnosis or not fix:
+        return [r.verdict for r in results]
+    judged, fixed = combine(diagnosis), combine(fix)
+    if judged.status != PASSED or fixed.status in (PASSED, NOT_GRADED):
+        return diagnosis + fix
+    if all(v.status in (PASSED, NOT_STARTED) for v in fix):
+        return [Verdict(FAILED, "Diagnosis: right; the fix is not done yet.", hintless=True)]
+    return [dataclasses.replace(fixed, message=f"Diagnosis: right. The fix: {fixed.message}")]
+
+
 def query_cause(error: BaseException) -> str:
     """The line of a failed query's error that names its cause, e.g. the learner's exception.
 
@@ -272,6 +349,8 @@ def query_cause(error: BaseException) -> str:
         if re.match(r"^[\w.]*(Error|Exception)\b.*:", line)
         and not line.startswith(("py4j", "pyspark.errors", "org.apache"))
     ]
-    cause = (python[-1] if python else lines[0] if lines else type(error).__name__)[:300]
+    # Without a Python error in the text, Spark's own innermost cause (a state store's, under
+    # STREAM_FAILED and "Exception thrown in awaitResult") is the line to act on.
+    cause = (python[-1] if python else str(deepest_cause(error)))[:300]
     explained = explain(error)
     return f"{cause} ({explained})" if explained else cause

@@ -233,10 +233,17 @@ class WarmChild:
         self._link.close()
 
 
-def claim(args: list[str], events_fd: int, log_fd: int, env: dict[str, str]) -> WarmChild | None:
+def claim(
+    args: list[str],
+    events_fd: int,
+    log_fd: int,
+    env: dict[str, str],
+    waiting: Callable[[], None] | None = None,
+) -> WarmChild | None:
     """Hand one grading to the warm child, if a fresh one is there; None means start from cold.
 
     ``env`` is the environment a cold child would get; the warm child must match its settings.
+    ``waiting`` is called about once a second while the child is still warming up.
     """
     if not enabled():
         return None
@@ -248,9 +255,8 @@ def claim(args: list[str], events_fd: int, log_fd: int, env: dict[str, str]) -> 
         keeper = int(messages.read()["keeper"])
         job = {"args": args, "settings": settings(env)}
         socket.send_fds(link, [json.dumps(job).encode() + b"\n"], [events_fd, log_fd])
-        link.settimeout(READY_WITHIN)
         try:
-            answer = messages.read()
+            answer = _answer_within(messages, READY_WITHIN, waiting)
         except TimeoutError:
             _kill_group(keeper)
             raise
@@ -290,6 +296,21 @@ def _connect(path: Path) -> socket.socket | None:
             _kill_group(keeper)
             return None
         time.sleep(0.05)
+
+
+def _answer_within(messages: _Messages, seconds: float, waiting: Callable[[], None] | None) -> dict:
+    """The keeper's answer to a job, read a second at a time so that ``waiting`` is told."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the warm grading child did not answer")
+        messages.link.settimeout(min(left, 1.0))
+        try:
+            return messages.read()
+        except TimeoutError:
+            if waiting is not None:
+                waiting()
 
 
 def _answers(path: Path) -> bool:

@@ -359,11 +359,13 @@ def grade(
         on_result=_progress(len(to_grade), echo),
     )
     caught_by = _caught_by(lab, outcome)
+    hints = _hints_shown(lab, outcome)
     rows = [
         {
             **{k: v for k, v in asdict(mutant).items() if k != "source"},
             "caught": mutant.unit in caught_by,
             "by": caught_by.get(mutant.unit, ""),
+            "hint": hints.get(mutant.unit, ""),
             "original": _line(cells[mutant.cell - 1]["source"], mutant.line),
         }
         for mutant in made
@@ -407,6 +409,20 @@ def _caught_by(lab: registry.Lab, outcome: Outcome) -> dict[str, str]:
     for unit, message in outcome.unit_errors.items():
         caught.setdefault(unit, message)
     return caught
+
+
+def _hints_shown(lab: registry.Lab, outcome: Outcome) -> dict[str, str]:
+    """Each caught variant's unit -> the hint a learner would read under its first failed
+    check: the check's own, else its exercise's first tier ("" when the failure has none)."""
+    from streamlab.grading.verdict import FAILED
+
+    shown: dict[str, str] = {}
+    for result in outcome.results:
+        if result.verdict.status != FAILED or result.unit in shown:
+            continue
+        own = result.verdict.hint or lab.exercise(result.exercise).hint
+        shown[result.unit] = "" if result.verdict.hintless else own
+    return shown
 
 
 def _line(source: str, line: int) -> str:
