@@ -154,6 +154,22 @@ class Fleet(BackgroundSender):
             return self._machines[name]
 
     @property
+    def running(self) -> list[str]:
+        """The names of the machines sending heartbeats now (neither paused nor killed)."""
+        with self._lock:
+            return [m.name for m in self._machines.values() if m.state == RUNNING]
+
+    @property
+    def stopped(self) -> bool:
+        """True once :meth:`stop` ran (until :meth:`add` or an event queued starts it again)."""
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        """Stop sending and close the connection; listeners (the panel) hear of it."""
+        super().stop()
+        self._changed()
+
+    @property
     def events_sent(self) -> int:
         with self._lock:
             return sum(m.sent for m in self._machines.values())

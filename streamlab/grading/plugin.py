@@ -45,9 +45,7 @@ from streamlab.tooling import registry
 _LAB_FILE = re.compile(r"test_(\d+)_\w+\.py$")
 
 
-def exercise(
-    exercise_id: str, *, timeout: float = DEFAULT_TIMEOUT, hint: str = "", part: str = ""
-):
+def exercise(exercise_id: str, *, timeout: float = DEFAULT_TIMEOUT, hint: str = "", part: str = ""):
     """Mark a check as grading ``exercise_id``, with a time limit in seconds.
 
     ``hint`` is shown when this check fails, instead of the exercise's first hint: say what
