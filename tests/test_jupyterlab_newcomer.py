@@ -118,11 +118,14 @@ def _shot(page, name: str) -> None:
 
 
 def _notebook(name: str) -> str:
-    return f".jp-NotebookPanel[data-path$='{name}']"
+    """The notebook shown (each step opens its notebook by its address, ``name``)."""
+    return ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
 def _cell(page, scope: str, text: str):
-    return page.locator(f"{scope} .jp-Cell", has_text=text).first
+    """The first code cell whose source (not its output) holds ``text``."""
+    source = page.locator(".jp-InputArea-editor", has_text=text)
+    return page.locator(f"{scope} .jp-CodeCell").filter(has=source).first
 
 
 def _type_into(page, cell, source: str) -> None:
@@ -244,7 +247,7 @@ def test_a_newcomers_first_hour(browser, labs, tmp_path):
             waiting = _cell(page, live, "machines_heard")
             _run(page, waiting)
             heard = waiting.locator(".jp-OutputArea-output", has_text="Heard from")
-            heard.wait_for(timeout=150_000)
+            heard.wait_for(timeout=240_000)
             assert (
                 heard.inner_text()
                 .strip()

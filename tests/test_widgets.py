@@ -284,7 +284,7 @@ def test_a_paused_row_looks_paused_and_the_status_line_follows_the_last_action(p
     assert "Producer 3 started." in panel.message.value
     row = panel.rows["Producer 2"]
     row.pause.value = True
-    assert row.box.box_style == "warning" and "paused" in row.state.value
+    assert "streamlab-producer-paused" in row.box._dom_classes and "paused" in row.state.value
     assert "Producer 2 paused." in panel.message.value
     assert "started" not in panel.message.value
     panel.rows["Producer 3"].kill.click()
@@ -292,7 +292,7 @@ def test_a_paused_row_looks_paused_and_the_status_line_follows_the_last_action(p
     fleet.pause("Producer 1")  # in code: the panel says so too
     wait_for(lambda: "Producer 1 paused." in panel.message.value, what="the pause in the line")
     row.pause.value = False
-    assert row.box.box_style == "" and "running" in row.state.value
+    assert "streamlab-producer-paused" not in row.box._dom_classes and "running" in row.state.value
     assert "Producer 2 resumed." in panel.message.value
 
 

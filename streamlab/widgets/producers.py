@@ -16,6 +16,12 @@ FIRST_RUNNING = "first running"
 STOPPED = "stopped"
 #: What the status line says when a row's state changes, from the panel or from code.
 _SAID = {PAUSED: "paused", RUNNING: "resumed", KILLED: "killed"}
+#: A paused row tinted amber with a bar at its left, a stopped one greyed.
+_STYLE = (
+    "<style>.streamlab-producer-paused{background:#fff4d6;box-shadow:inset 4px 0 #b26a00}"
+    ".streamlab-producer-stopped{opacity:.6}"
+    ".streamlab-producer .widget-html-content{white-space:nowrap}</style>"
+)
 _STATE_HTML = {
     RUNNING: '<span style="color:#2e7d32">&#9679; running</span>',
     PAUSED: '<b style="color:#8a5300">&#10074;&#10074; paused</b>',
@@ -106,6 +112,8 @@ class ProducerPanel:
             layout=fit,
         )
         self.counter = widgets.HTML(layout=widgets.Layout(margin="0 0 0 1em"))
+        # JupyterLab draws no colour for a box's box_style: the panel brings its own.
+        self.style = widgets.HTML(_STYLE, layout=widgets.Layout(display="none"))
         self.message = widgets.HTML()
         self.producers = widgets.VBox()
 
@@ -126,6 +134,7 @@ class ProducerPanel:
                 self.producers,
                 widgets.HBox([self.sender, self.bad_kind, self.bad_button, self.late_button]),
                 self.message,
+                self.style,
             ]
         )
         widget.add_class("streamlab-producer-panel")
@@ -199,6 +208,7 @@ class ProducerPanel:
             self.late_button,
             self.counter,
             self.message,
+            self.style,
             self.producers,
             self.widget,
         ):
@@ -220,7 +230,7 @@ class ProducerPanel:
             layout=widgets.Layout(width="6em"),
         )
         sent = widgets.Label("0 sent")
-        state = widgets.HTML(layout=widgets.Layout(width="6em"))
+        state = widgets.HTML(layout=widgets.Layout(width="7.5em"))
         pause.observe(lambda change: self._toggled(name, change["new"]), names="value")
         kill.on_click(lambda _: self._act(lambda: self.fleet.kill(name)))
         box = widgets.HBox([label, state, pause, kill, sent])
