@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from streamlab.background_sender import BackgroundSender
 
@@ -164,6 +165,7 @@ class Fleet(BackgroundSender):
         seen: Callable[[], Iterable[str]],
         *,
         names: Iterable[str] | None = None,
+        query: Any = None,
         within: float = 60.0,
         every: float = 0.5,
         sleep: Callable[[float], object] = time.sleep,
@@ -174,7 +176,8 @@ class Fleet(BackgroundSender):
 
         Awaited are ``names`` if given, else the machines running at each look: a producer
         added, paused or resumed in the panel meanwhile counts as it is then. After ``within``
-        seconds, a ``TimeoutError`` names the machines still missing and why they may be.
+        seconds, a ``TimeoutError`` names the machines still missing and why they may be. With
+        ``query`` (the one that feeds ``seen``), its end ends the wait at once, with its error.
         """
         deadline = clock() + within
         while True:
@@ -182,6 +185,13 @@ class Fleet(BackgroundSender):
             heard = set(seen())
             if awaited and heard.issuperset(awaited):
                 return awaited
+            if query is not None and not query.isActive:
+                error = query.exception()
+                if error is not None:
+                    raise error
+                raise TimeoutError(
+                    f"The query {query.name} stopped before every producer was heard."
+                )
             if clock() >= deadline:
                 raise TimeoutError(self._not_heard(awaited, heard, within))
             sleep(min(every, max(deadline - clock(), 0.0)))

@@ -178,3 +178,18 @@ def test_a_wait_for_heartbeats_that_times_out_names_what_is_missing(fleet):
     with pytest.raises(TimeoutError) as idle:
         fleet.wait_for_heartbeats(lambda: set(), within=5, sleep=steps.sleep, clock=steps)
     assert "no producer is running" in str(idle.value)
+
+
+def test_a_wait_for_heartbeats_ends_with_the_error_of_the_query_that_died(fleet):
+    fleet.add()
+
+    class Died:
+        name, isActive = "live_heartbeats", False
+
+        def exception(self):
+            return RuntimeError("the source could not reach the hub")
+
+    steps = _Steps()
+    with pytest.raises(RuntimeError, match="could not reach the hub"):
+        fleet.wait_for_heartbeats(set, query=Died(), within=60, sleep=steps.sleep, clock=steps)
+    assert steps.now == 0  # at once, not after the deadline

@@ -81,9 +81,8 @@ def _live_notebook(folder) -> None:
         if c.get("id") in keep or "graded-setup" in c.metadata.get("tags", []) or exercise_id(c)
     ]
     for cell in cells:
-        cell.outputs = [] if cell.cell_type == "code" else cell.get("outputs")
         if cell.cell_type == "code":
-            cell.execution_count = None
+            cell.outputs, cell.execution_count = [], None
     extra = [nbformat.v4.new_code_cell(TIME_VIEW_CELL), nbformat.v4.new_code_cell(STOP_CELL)]
     extra[0].id, extra[1].id = "time-view", "stop-all"
     source.cells = cells + extra

@@ -30,5 +30,5 @@ def test_the_live_events_show_every_producer(spark, hub, capsys, monkeypatch):
             if name in namespace:
                 namespace[name].stop()
     table = capsys.readouterr().out.split("partitionKey", 1)[-1]
-    shown = sorted(set(re.findall(r"\| (Producer \d+) *\|", table)))
+    shown = sorted(set(re.findall(r"\|(Producer \d+) *\|", table)))
     assert shown == ["Producer 1", "Producer 2", "Producer 3"], table
