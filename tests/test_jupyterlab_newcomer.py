@@ -304,14 +304,10 @@ def _exercise_index(page, scope: str, exercise: str) -> int:
 
 
 def _terminal(page, base: str, command: str) -> None:
-    """A new terminal in JupyterLab, as File > New > Terminal opens one, running ``command``."""
-    request = urllib.request.Request(
-        f"{base}/api/terminals",
-        method="POST",
-        headers={"Authorization": f"token {TOKEN}"},
-    )
-    name = json.loads(urllib.request.urlopen(request, timeout=30).read())["name"]
-    page.goto(f"{base}/lab/terminals/{name}?token={TOKEN}")
+    """File > New > Terminal, as the README says, then ``command`` typed into it."""
+    page.locator(".lm-MenuBar-item", has_text="File").first.click()
+    page.locator(".lm-Menu-item", has_text="New").first.hover()
+    page.locator(".lm-Menu-item[data-command='terminal:create-new']").click()
     terminal = page.locator(".jp-Terminal .xterm")
     terminal.wait_for(timeout=60_000)
     page.wait_for_timeout(1_000)  # the shell's prompt
