@@ -90,11 +90,12 @@ def _live_notebook(folder) -> None:
 
 
 def _settings(tmp_path) -> None:
-    """Every cell in the page (no windowing), and the terminal drawn as text the test reads."""
+    """Every cell in the page (no windowing), and the terminal's text also in its screen
+    reader's tree, which the test reads (xterm draws on a canvas)."""
     root = tmp_path / "jupyter-settings" / "@jupyterlab"
     for plugin, values in [
         ("notebook-extension/tracker", {"windowingMode": "none"}),
-        ("terminal-extension/plugin", {"renderer": "dom"}),
+        ("terminal-extension/plugin", {"screenReaderMode": True}),
         ("docmanager-extension/plugin", {"autosave": False}),
     ]:
         path = root / f"{plugin}.jupyterlab-settings"
@@ -278,7 +279,7 @@ def test_a_newcomers_first_hour(browser, labs, tmp_path):
             # 6. `nox -s check -- 00` in JupyterLab's terminal: the tally and what is next.
             # (on the notebooks of this test, not the course's labs/)
             _terminal(page, lab.base, f"nox -s check -- 00 --notebooks {labs}")
-            screen = page.locator(".jp-Terminal")
+            screen = page.locator(".jp-Terminal .xterm-accessibility-tree")
             expect(screen).to_contain_text("3 passed", timeout=300_000)
             expect(screen).to_contain_text(re.compile(r"Next up: exercise \d+\.\d+"))
             _shot(page, "07-terminal-check")
