@@ -42,11 +42,12 @@ __all__ = ["REPO_ROOT", "JavaNotFoundError", "spark_session", "stop_spark_sessio
 def load_ipython_extension(ipython) -> None:
     """``%load_ext streamlab``: record cell runs, explain the Spark errors the course teaches
     under a cell that raises one, and ``%check`` (imported when first used)."""
-    from streamlab import spark_errors
+    from streamlab import exercise_stops, spark_errors
     from streamlab.grading.cell_history import install
 
     install(ipython)
     spark_errors.install(ipython)
+    exercise_stops.install(ipython)
     ipython.magics_manager.register_lazy("check", "streamlab.grading.magic:CheckMagics", "line")
 
 

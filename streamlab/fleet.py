@@ -18,9 +18,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from streamlab.background_sender import BackgroundSender
 
@@ -152,6 +153,79 @@ class Fleet(BackgroundSender):
                     f"{', '.join(self._machines) or 'no machines'}"
                 )
             return self._machines[name]
+
+    @property
+    def running(self) -> list[str]:
+        """The names of the machines sending heartbeats now (neither paused nor killed)."""
+        with self._lock:
+            return [m.name for m in self._machines.values() if m.state == RUNNING]
+
+    def wait_for_heartbeats(
+        self,
+        seen: Callable[[], Iterable[str]],
+        *,
+        names: Iterable[str] | None = None,
+        query: Any = None,
+        within: float = 60.0,
+        every: float = 0.5,
+        sleep: Callable[[float], object] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> list[str]:
+        """Wait until ``seen()`` (the machines a query has read) holds every machine awaited;
+        return their names.
+
+        Awaited are ``names`` if given, else the machines running at each look: a producer
+        added, paused or resumed in the panel meanwhile counts as it is then. After ``within``
+        seconds, a ``TimeoutError`` names the machines still missing and why they may be. With
+        ``query`` (the one that feeds ``seen``), its end ends the wait at once, with its error.
+        """
+        deadline = clock() + within
+        while True:
+            awaited = list(names) if names is not None else self.running
+            heard = set(seen())
+            if awaited and heard.issuperset(awaited):
+                return awaited
+            if query is not None and not query.isActive:
+                error = query.exception()
+                if error is not None:
+                    raise error
+                raise TimeoutError(
+                    f"The query {query.name} stopped before every producer was heard."
+                )
+            if clock() >= deadline:
+                raise TimeoutError(self._not_heard(awaited, heard, within))
+            sleep(min(every, max(deadline - clock(), 0.0)))
+
+    def _not_heard(self, awaited: list[str], heard: set[str], within: float) -> str:
+        """Which awaited machines sent nothing the query read, and what the fleet says of them."""
+        if not awaited:
+            return (
+                f"Waited {within:g} s, and no producer is running: resume one in the panel "
+                "(or add one), then run this cell again."
+            )
+        states = {m.name: m.state for m in self.machines}
+        missing = [name for name in awaited if name not in heard]
+        why = [
+            f"{name} is {states[name]}" if states.get(name, RUNNING) != RUNNING else ""
+            for name in missing
+        ]
+        told = "; ".join(filter(None, why))
+        return (
+            f"No heartbeat from {', '.join(missing)} in {within:g} s"
+            + (f" ({told}: resume it in the panel, or leave it out)" if told else "")
+            + f"; heard from {', '.join(sorted(heard)) or 'no machine'}. "
+            "Is the query running (spark.streams.active) and the emulator up?"
+        )
+
+    @property
+    def stopped(self) -> bool:
+        """True once :meth:`stop` ran (until :meth:`add` or an event queued starts it again)."""
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        """Stop sending and close the connection; listeners (the panel) hear of it."""
+        super().stop()
+        self._changed()
 
     @property
     def events_sent(self) -> int:

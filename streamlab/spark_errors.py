@@ -13,7 +13,10 @@ that renames one fails the course's tests; ``site/spark-errors.md`` is the same 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
+
+from streamlab import exercise_stops
 
 
 @dataclass(frozen=True)
@@ -261,12 +264,18 @@ def explain(error: BaseException) -> str | None:
 
 def install(shell) -> None:
     """In a notebook, a cell that raises a Spark error the course teaches shows Spark's
-    traceback as always, then the sentence of :func:`explain` under it; once per shell."""
+    traceback as always, then the sentence of :func:`explain` under it; a stop at an exercise
+    not written yet shows one sentence instead (:mod:`streamlab.exercise_stops`). Once per shell."""
     if getattr(shell, "_streamlab_explains", False):
         return
     shell._streamlab_explains = True
 
     def show(self, etype, value, tb, tb_offset=None):
+        stopped = exercise_stops.sentence(value)
+        if stopped:  # an exercise not written yet: one sentence, no traceback
+            sys.stderr.write(stopped)
+            sys.stderr.flush()
+            return
         self.showtraceback((etype, value, tb), tb_offset=tb_offset)
         explained = explain(value)
         if explained:

@@ -211,6 +211,34 @@ def test_every_lab_loads_check_before_its_first_exercise_and_says_how_to_use_it(
         assert told in intro, f"{lab.name}: the introduction does not mention {told!r}"
 
 
+@pytest.mark.parametrize("lab", registry.labs(), ids=lambda lab: lab.id)
+def test_every_exercise_has_its_check_cell_right_after_it(lab):
+    # Build exercises as predict ones: the learner never has to add (and keep) a cell of their own.
+    notebook = nbformat.read(lab.notebook(REPO_ROOT / "labs"), as_version=4)
+    cells = notebook.cells
+    for exercise in lab.exercises:
+        last = max(i for i, cell in enumerate(cells) if authoring.exercise_id(cell) == exercise.id)
+        after = cells[last + 1] if last + 1 < len(cells) else None
+        assert after is not None and after.cell_type == "code", f"{exercise.id}: no cell after it"
+        lines = [line.strip() for line in "".join(after.source).splitlines()]
+        assert f"%check {exercise.id}" in lines, (
+            f"{exercise.id}: the cell after it: {after.source!r}"
+        )
+        assert "nbval-skip" in after.metadata.get("tags", []), exercise.id
+
+
+def test_lab00_starts_spark_above_its_first_exercise():
+    # Run All stops at exercise 0.1, under its cell: Spark has started by then, and the
+    # learner's first %check 0.2 finds it running.
+    lab = next(lab for lab in registry.labs() if lab.id == "00")
+    cells = nbformat.read(lab.notebook(REPO_ROOT / "labs"), as_version=4).cells
+    session = next(i for i, c in enumerate(cells) if "spark_session(" in "".join(c.source))
+    first = next(i for i, c in enumerate(cells) if authoring.exercise_id(c))
+    assert session < first, "lab 00 starts Spark below exercise 0.1, where Run All stops"
+    above = "".join("".join(c.source) for c in cells[:first] if c.cell_type == "code")
+    assert "effective_settings(" not in above
+
+
 # -- proof cells: a claim about Spark, its output recorded and compared by nbval -------------
 
 PROOF = "# NBVAL_CHECK_OUTPUT\nprint(sum(range(5)))"

@@ -116,3 +116,80 @@ def test_a_listener_can_stop_listening(fleet, clock):
     clock.now += 1.0
     wait_for(lambda: fleet.events_sent == 2, what="second heartbeat")
     assert len(calls) == heard
+
+
+class _Steps:
+    """A clock that moves only when the wait sleeps: a timeout without waiting for it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_waiting_for_heartbeats_follows_what_the_panel_changed(fleet):
+    for _ in range(3):
+        fleet.add()
+    fleet.add()  # a producer added in the panel
+    fleet.pause("Producer 2")  # and one paused
+    steps = _Steps()
+    heard = {"Producer 1", "Producer 3"}
+    looks = []
+
+    def seen():
+        looks.append(steps.now)
+        if len(looks) == 3:
+            heard.add("Producer 4")
+        return heard
+
+    waited = fleet.wait_for_heartbeats(seen, within=60, sleep=steps.sleep, clock=steps)
+    assert waited == ["Producer 1", "Producer 3", "Producer 4"]
+    assert len(looks) == 3
+
+
+def test_a_wait_for_heartbeats_that_times_out_names_what_is_missing(fleet):
+    for _ in range(4):
+        fleet.add()
+    fleet.pause("Producer 2")
+    steps = _Steps()
+    with pytest.raises(TimeoutError) as raised:
+        fleet.wait_for_heartbeats(
+            lambda: {"Producer 1", "Producer 3"}, within=30, sleep=steps.sleep, clock=steps
+        )
+    message = str(raised.value)
+    assert "Producer 4" in message and "30 s" in message
+    assert "Producer 2" not in message.split("heard from")[0]  # paused: not awaited
+    with pytest.raises(TimeoutError) as named:
+        fleet.wait_for_heartbeats(
+            lambda: {"Producer 1"},
+            names=["Producer 1", "Producer 2"],
+            within=5,
+            sleep=steps.sleep,
+            clock=steps,
+        )
+    assert "Producer 2 is paused" in str(named.value)
+    fleet.kill("Producer 1")
+    fleet.pause("Producer 3")
+    fleet.pause("Producer 4")
+    with pytest.raises(TimeoutError) as idle:
+        fleet.wait_for_heartbeats(lambda: set(), within=5, sleep=steps.sleep, clock=steps)
+    assert "no producer is running" in str(idle.value)
+
+
+def test_a_wait_for_heartbeats_ends_with_the_error_of_the_query_that_died(fleet):
+    fleet.add()
+
+    class Died:
+        name, isActive = "live_heartbeats", False
+
+        def exception(self):
+            return RuntimeError("the source could not reach the hub")
+
+    steps = _Steps()
+    with pytest.raises(RuntimeError, match="could not reach the hub"):
+        fleet.wait_for_heartbeats(set, query=Died(), within=60, sleep=steps.sleep, clock=steps)
+    assert steps.now == 0  # at once, not after the deadline

@@ -151,3 +151,17 @@ def test_a_new_learner_is_not_asked_about_jupyter_news(tmp_path):
     defaults = settings["schema"]["properties"]
     assert defaults["fetchNews"]["default"] == "false", defaults["fetchNews"]
     assert defaults["checkForUpdates"]["default"] is False, defaults["checkForUpdates"]
+
+
+def test_the_launcher_says_which_address_to_open_once_jupyterlab_answers(tmp_path):
+    # Jupyter's own banner lists several addresses among its log lines; the course prints one
+    # line of its own, after the emulator's, once the address it names answers.
+    with running_jupyterlab(tmp_path) as lab:
+        line = lab.line_starting("Open ", timeout=60)
+        url = f"{lab.base}/lab?token={TOKEN}"
+        assert url in line, line
+        emulator = lab.line_starting("Event Hubs emulator: ")
+        assert lab.output.index(emulator) < lab.output.index(line)
+        opened = [text for text in lab.output if text.startswith("Open ")]
+        assert opened == [line], opened
+        assert "JupyterLab" in urllib.request.urlopen(url, timeout=10).read().decode()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -122,3 +123,38 @@ def test_spark_console_output_goes_to_the_log_not_the_caller():
     assert out.stdout.strip() == "python-says-hello"
     assert "jvm-chatter-7361" not in out.stderr and "WARNING" not in out.stderr
     assert "jvm-chatter-7361" in LOG_FILE.read_text()
+
+
+def _kernel_output(code: str, timeout: float = 240) -> str:
+    """What a real Jupyter kernel prints (stdout) while it runs ``code``."""
+    from jupyter_client.manager import start_new_kernel
+
+    from streamlab.paths import REPO_ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "STREAMLAB_SPARK_MASTER": "local[2]"}
+    manager, client = start_new_kernel(kernel_name="python3", env=env)
+    printed: list[str] = []
+    try:
+        reply = client.execute_interactive(
+            code,
+            timeout=timeout,
+            output_hook=lambda m: printed.append(m["content"].get("text", "")),
+        )
+        assert reply["content"]["status"] == "ok", reply["content"]
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    return "".join(printed)
+
+
+def test_the_first_start_in_a_kernel_says_so_and_how_long_it_takes():
+    from streamlab.session import FIRST_START_SECONDS
+
+    printed = _kernel_output(
+        "import streamlab\nstreamlab.spark_session()\nstreamlab.spark_session()"
+    )
+    first, _, rest = printed.partition("\n")
+    assert first.startswith("Starting Spark") and f"about {FIRST_START_SECONDS} s" in first, printed
+    assert re.search(r"Spark started in \d+ s\.", rest), printed
+    assert "Kernel > Shut Down Kernel" in rest, printed
+    assert printed.count("Starting Spark") == 1, printed  # the second call finds it running

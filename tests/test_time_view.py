@@ -385,3 +385,78 @@ def test_a_browser_reads_the_progress_reports_numbers_from_the_view(browser, fin
         page.locator(".streamlab-time-view").screenshot(path=str(ARTIFACTS / "time-view.png"))
     finally:
         page.close()
+
+
+BORN_AND_CLOSED = [
+    [beat("a", 1)],  # batch 0
+    [beat("b", 31)],  # batch 1: ends with the watermark at 10:00:26
+    # batch 2 runs with 10:00:26: the row at 10:00:15 is not late against the watermark batch
+    # 1 ran with, so it opens 10:00:10-10:00:20, which the batch's own watermark closes at once
+    [beat("a", 45), beat("a", 15)],
+]
+
+
+def test_a_window_opened_and_closed_in_one_batch_is_drawn_closed(spark, tmp_path):
+    write_deliveries(tmp_path / "in", BORN_AND_CLOSED)
+    checkpoint = str(tmp_path / "checkpoint")
+    query = (
+        counts(spark, tmp_path / "in")
+        .writeStream.format("memory")
+        .queryName("born_and_closed")
+        .outputMode("append")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        finish(query, within=300, what="the windowed count to read every delivery")
+        reports = [json.loads(p.json) for p in query.recentProgress]
+    finally:
+        stop(query, what="the windowed count to stop")
+    emitted = {
+        (r["window"]["start"].second, r["window"]["end"].second)
+        for r in spark.table("born_and_closed").collect()
+    }
+    assert (10, 20) in emitted  # Spark emitted it: it was opened and closed
+    [batch] = [
+        b for b in time_batches(reports, spark=spark, checkpoint=checkpoint) if b.batch_id == 2
+    ]
+    assert window(10, 20) in batch.closed_windows
+    assert window(10, 20) not in (batch.open_windows or ())
+    (operator,) = next(r for r in reports if r["batchId"] == 2)["stateOperators"]
+    assert len(batch.closed_windows) == operator["numRowsRemoved"]
+    page = TimeView(reports, spark=spark, checkpoint=checkpoint).html()
+    assert 'data-state="closed" data-start="2026-11-22T10:00:10.000Z"' in page
+
+
+LABELS_OUTSIDE = """() => [...document.querySelectorAll('.streamlab-window')].flatMap(box => {
+  const outer = box.getBoundingClientRect();
+  return [...box.querySelectorAll('*')].filter(label => {
+    const r = label.getBoundingClientRect();
+    return r.left < outer.left - 0.5 || r.right > outer.right + 0.5
+        || r.top < outer.top - 0.5 || r.bottom > outer.bottom + 0.5;
+  }).map(label => label.textContent);
+})"""
+
+
+def test_labels_stay_in_their_boxes_the_axis_has_ticks_and_rows_stay_short(browser, finished):
+    view = TimeView.of(finished.query, spark=finished.spark, checkpoint=finished.checkpoint)
+    page = browser.new_page(viewport={"width": 1000, "height": 900})
+    try:
+        page.set_content(f"<!doctype html><html><body>{view.html()}</body></html>")
+        labels = page.locator(".streamlab-window .streamlab-window-label")
+        assert labels.count() == page.locator(".streamlab-window").count() > 0
+        assert page.evaluate(LABELS_OUTSIDE) == []
+        ticks = page.locator(".streamlab-axis-tick")
+        assert ticks.count() >= 2
+        for tick in ticks.all_inner_texts():
+            assert len(tick) <= 8 and tick.count(":") >= 1, tick  # 10:00:20, no date
+        start = page.locator(".streamlab-axis-start").inner_text()
+        assert "2026" not in start and len(start) <= 8
+        heights = [
+            row.bounding_box()["height"] for row in page.locator("tr.streamlab-time-row").all()
+        ]
+        assert max(heights) < 2 * min(heights), heights  # the windows column adds no lines
+        page.locator(".streamlab-time-view").screenshot(path=str(ARTIFACTS / "time-view-boxes.png"))
+    finally:
+        page.close()

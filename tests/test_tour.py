@@ -291,7 +291,7 @@ def test_lab00_runs_in_jupyterlab_as_a_learner_meets_it(browser, notebooks, tmp_
                 for o in _outputs(page)
                 if "Error" in o["text"] or "Traceback" in o["text"]
             ]
-            assert len(errors) == 1 and "exercise 0.1 is not done yet" in errors[0], errors
+            assert len(errors) == 1 and "Exercise 0.1 is not done yet" in errors[0], errors
 
             # Solved: top to bottom with no traceback, the panel drawn, no Spark log.
             page.goto(f"{lab.base}/lab/workspaces/solved/tree/{LAB00}/solved.ipynb?token={TOKEN}")

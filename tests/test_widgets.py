@@ -276,3 +276,33 @@ def test_follow_table_waits_for_the_table_then_applies_only_new_rows(spark):
     finally:
         board.stop()
         spark.catalog.dropTempView("widget_test_status")
+
+
+def test_a_paused_row_looks_paused_and_the_status_line_follows_the_last_action(panel, fleet):
+    for _ in range(3):
+        panel.add_button.click()
+    assert "Producer 3 started." in panel.message.value
+    row = panel.rows["Producer 2"]
+    row.pause.value = True
+    assert "streamlab-producer-paused" in row.box._dom_classes and "paused" in row.state.value
+    assert "Producer 2 paused." in panel.message.value
+    assert "started" not in panel.message.value
+    panel.rows["Producer 3"].kill.click()
+    assert "Producer 3 killed." in panel.message.value
+    fleet.pause("Producer 1")  # in code: the panel says so too
+    wait_for(lambda: "Producer 1 paused." in panel.message.value, what="the pause in the line")
+    row.pause.value = False
+    assert "streamlab-producer-paused" not in row.box._dom_classes and "running" in row.state.value
+    assert "Producer 2 resumed." in panel.message.value
+
+
+def test_after_the_fleet_stopped_the_panel_offers_no_live_controls(panel, fleet):
+    panel.add_button.click()
+    panel.add_button.click()
+    fleet.pause("Producer 2")
+    fleet.stop()
+    wait_for(lambda: "stopped" in panel.message.value, what="the panel to show the stop")
+    for row in panel.rows.values():
+        assert row.pause.disabled and row.kill.disabled, row.name
+        assert "stopped" in row.state.value
+    assert panel.add_button.disabled and panel.bad_button.disabled and panel.late_button.disabled

@@ -18,10 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shlex
 import shutil
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from streamlab import processes
@@ -152,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--token",
         default=None,
-        help="fixed access token (default: JupyterLab makes one and prints a link)",
+        help="fixed access token (default: a new one, in the link the launcher prints)",
     )
     parser.add_argument(
         "--notebook-dir",
@@ -178,9 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         env = {**jupyter_environment(), HUB_ENV: hub.connection_string}
         # The first %check or `nox -s check` finds its grading child warm (streamlab.grading.warm).
         warm.start(env)
+        token = args.token or secrets.token_hex(24)
         jupyter = subprocess.Popen(
-            jupyter_command(args.port, not args.no_browser, args.token, args.notebook_dir), env=env
+            jupyter_command(args.port, not args.no_browser, token, args.notebook_dir), env=env
         )
+        _announce(args.port, token, jupyter, stop)
         while not stop.wait(0.5):
             if jupyter.poll() is not None:
                 return jupyter.returncode
@@ -190,6 +196,30 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         hub.stop()
         warm.stop()
+
+
+def _announce(port: int, token: str, jupyter: subprocess.Popen, stop, within: float = 120) -> None:
+    """Once JupyterLab answers, one line of the course's own saying which address to open:
+    Jupyter's banner, printed before it, lists several among its log lines."""
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + within
+    while jupyter.poll() is None and not stop.is_set():
+        try:
+            urllib.request.urlopen(f"{base}/api/status", timeout=2).close()
+        except urllib.error.HTTPError:  # it answers, and asks for the token: up
+            pass
+        except OSError:
+            if time.monotonic() > deadline:
+                print(f"JupyterLab has not answered on {base} after {within:g} s.", flush=True)
+                return
+            stop.wait(0.3)
+            continue
+        print(
+            f"\nOpen {base}/lab?token={token} in your browser"
+            " (Ctrl-C here stops JupyterLab and the emulator).\n",
+            flush=True,
+        )
+        return
 
 
 def _start_hub(port: int):

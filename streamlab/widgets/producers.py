@@ -12,6 +12,22 @@ from streamlab.fleet import KILLED, MALFORMED, PAUSED, RUNNING, Fleet
 from streamlab.widgets._throttle import Throttle
 
 FIRST_RUNNING = "first running"
+#: A machine's row after ``fleet.stop()``: whatever its state, it sends nothing more.
+STOPPED = "stopped"
+#: What the status line says when a row's state changes, from the panel or from code.
+_SAID = {PAUSED: "paused", RUNNING: "resumed", KILLED: "killed"}
+#: A paused row tinted amber with a bar at its left, a stopped one greyed.
+_STYLE = (
+    "<style>.streamlab-producer-paused{background:#fff4d6;box-shadow:inset 4px 0 #b26a00}"
+    ".streamlab-producer-stopped{opacity:.6}"
+    ".streamlab-producer .widget-html-content{white-space:nowrap}</style>"
+)
+_STATE_HTML = {
+    RUNNING: '<span style="color:#2e7d32">&#9679; running</span>',
+    PAUSED: '<b style="color:#8a5300">&#10074;&#10074; paused</b>',
+    KILLED: '<span style="color:#555">&#10005; killed</span>',
+    STOPPED: '<span style="color:#555">&#9632; stopped</span>',
+}
 
 
 @dataclass
@@ -23,6 +39,8 @@ class ProducerRow:
     kill: widgets.Button
     sent: widgets.Label
     box: widgets.HBox
+    state: widgets.HTML  # running, paused, killed or stopped, in words
+    shown: str = ""  # the state the row shows, to say in the status line when it changes
 
 
 class ProducerPanel:
@@ -94,6 +112,8 @@ class ProducerPanel:
             layout=fit,
         )
         self.counter = widgets.HTML(layout=widgets.Layout(margin="0 0 0 1em"))
+        # JupyterLab draws no colour for a box's box_style: the panel brings its own.
+        self.style = widgets.HTML(_STYLE, layout=widgets.Layout(display="none"))
         self.message = widgets.HTML()
         self.producers = widgets.VBox()
 
@@ -114,6 +134,7 @@ class ProducerPanel:
                 self.producers,
                 widgets.HBox([self.sender, self.bad_kind, self.bad_button, self.late_button]),
                 self.message,
+                self.style,
             ]
         )
         widget.add_class("streamlab-producer-panel")
@@ -131,12 +152,16 @@ class ProducerPanel:
                 return
             machines = self.fleet.machines
             added = False
+            stopped = self.fleet.stopped
             for machine in machines:
                 row = self.rows.get(machine.name)
                 if row is None:
                     row = self.rows[machine.name] = self._new_row(machine.name)
                     added = True
-                self._show(row, machine.state, machine.sent)
+                state = STOPPED if stopped and machine.state != KILLED else machine.state
+                if row.shown and state != row.shown and state in _SAID:
+                    self._say(f"{machine.name} {_SAID[state]}.")
+                self._show(row, state, machine.sent)
             if added:
                 self.producers.children = tuple(row.box for row in self.rows.values())
             self.counter.value = f"Events sent: <b>{self.fleet.events_sent}</b>"
@@ -148,9 +173,17 @@ class ProducerPanel:
                 keep = chosen if (chosen, chosen) in choices else ""
                 self.sender.options = choices
                 self.sender.value = keep
+            self._show_stopped(stopped)
             if len(self.fleet.errors) > self._errors_shown:
                 self._errors_shown = len(self.fleet.errors)
                 self._say(f"The fleet could not send: {self.fleet.errors[-1]}", error=True)
+
+    def _show_stopped(self, stopped: bool) -> None:
+        """After ``fleet.stop()`` no control is live: a click would start the fleet again."""
+        for control in (self.add_button, self.bad_button, self.late_button, self.rate):
+            control.disabled = stopped
+        if stopped and "stopped" not in self.message.value:
+            self._say("The fleet is stopped: its producers send nothing more.")
 
     def close(self) -> None:
         """Stop following the fleet and remove the controls (the fleet keeps running)."""
@@ -164,7 +197,7 @@ class ProducerPanel:
 
     def _close_widgets(self) -> None:
         for row in self.rows.values():
-            for widget in (row.pause, row.kill, row.sent, row.box):
+            for widget in (row.pause, row.kill, row.sent, row.state, row.box):
                 widget.close()
         for widget in (
             self.add_button,
@@ -175,6 +208,7 @@ class ProducerPanel:
             self.late_button,
             self.counter,
             self.message,
+            self.style,
             self.producers,
             self.widget,
         ):
@@ -196,19 +230,28 @@ class ProducerPanel:
             layout=widgets.Layout(width="6em"),
         )
         sent = widgets.Label("0 sent")
+        state = widgets.HTML(layout=widgets.Layout(width="7.5em"))
         pause.observe(lambda change: self._toggled(name, change["new"]), names="value")
         kill.on_click(lambda _: self._act(lambda: self.fleet.kill(name)))
-        box = widgets.HBox([label, pause, kill, sent])
+        box = widgets.HBox([label, state, pause, kill, sent])
         box.add_class("streamlab-producer")
-        return ProducerRow(name, pause, kill, sent, box)
+        return ProducerRow(name, pause, kill, sent, box, state)
 
     @staticmethod
     def _show(row: ProducerRow, state: str, sent: int) -> None:
+        row.shown = state
         row.sent.value = f"{sent} sent" + (" (killed)" if state == KILLED else "")
+        row.state.value = _STATE_HTML[state]
+        # A paused row stands out as a whole (a tinted box), not only by its button's label.
+        row.box.box_style = "warning" if state == PAUSED else ""
+        for name in ("streamlab-producer-paused", "streamlab-producer-stopped"):
+            row.box.remove_class(name)
+        if state in (PAUSED, STOPPED):
+            row.box.add_class(f"streamlab-producer-{state}")
         row.pause.value = state == PAUSED
         row.pause.description = "Resume" if state == PAUSED else "Pause"
         row.pause.icon = "play" if state == PAUSED else "pause"
-        row.pause.disabled = row.kill.disabled = state == KILLED
+        row.pause.disabled = row.kill.disabled = state in (KILLED, STOPPED)
 
     def _toggled(self, name: str, paused: bool) -> None:
         # The toggle also moves when refresh() shows the fleet's state (a pause made in code):
@@ -248,6 +291,8 @@ class ProducerPanel:
 
     def _act(self, action) -> None:
         # A control's callback runs in the kernel: show a mistake instead of raising into it.
+        # Catch up first with changes made in code, so the line ends with this action's words.
+        self.refresh()
         try:
             action()
         except (KeyError, ValueError) as error:

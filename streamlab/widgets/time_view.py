@@ -173,6 +173,7 @@ def time_batches(
             before = None
             continue
         closed = tuple(sorted(set(before) - set(after))) if before is not None else None
+        closed = _born_and_closed(spark, checkpoint, batch, operator_id, closed, after)
         placed.append(_with_windows(batch, tuple(sorted(after)), closed))
         before = after
     return placed
@@ -204,6 +205,30 @@ def _batch(report: dict) -> TimeBatch:
     )
 
 
+def _born_and_closed(
+    spark: Any,
+    checkpoint: str | Path,
+    batch: TimeBatch,
+    operator_id: int,
+    closed: tuple[StateWindow, ...] | None,
+    after: tuple[StateWindow, ...],
+) -> tuple[StateWindow, ...] | None:
+    """``closed`` with the windows the batch opened and closed itself, which neither the state
+    before it nor the state after it holds (a late row behind the batch's own watermark but
+    not the one before). The operator's count of removed rows says when there are any; the
+    state's change feed (the changelog of this batch) says which."""
+    if closed is None or operator_id >= len(batch.operators):
+        return closed
+    if batch.operators[operator_id].rows_removed <= len(closed):
+        return closed
+    deleted = windows_in_state(
+        spark, checkpoint, batch.batch_id, operator_id=operator_id, deleted=True
+    )
+    if not isinstance(deleted, tuple):
+        return closed
+    return tuple(sorted((set(closed) | set(deleted)) - set(after)))
+
+
 def _with_windows(
     batch: TimeBatch,
     open_windows: tuple[StateWindow, ...],
@@ -225,13 +250,19 @@ def _windows_at(
 
 
 def windows_in_state(
-    spark: Any, checkpoint: str | Path, batch_id: int, *, operator_id: int = 0
+    spark: Any,
+    checkpoint: str | Path,
+    batch_id: int,
+    *,
+    operator_id: int = 0,
+    deleted: bool = False,
 ) -> tuple[StateWindow, ...] | str | None:
     """The windows in a windowed aggregation's state after batch ``batch_id``, by the reader.
 
     ``spark.read.format("statestore")`` on ``checkpoint`` at that batch and stateful operator.
     :data:`NOT_WINDOWED` when the operator's key holds no ``window`` struct; None when the
-    reader finds no state for the batch.
+    reader finds no state for the batch. ``deleted=True``: instead, the windows the batch
+    removed from state, from its change feed (a state store that keeps a changelog).
     """
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
@@ -240,12 +271,7 @@ def windows_in_state(
 
     unreadable = (PySparkException, Py4JError, KeyError)
     try:
-        state = (
-            spark.read.format("statestore")
-            .option("batchId", batch_id)
-            .option("operatorId", operator_id)
-            .load(str(checkpoint))
-        )
+        state = _state_reader(spark, checkpoint, batch_id, operator_id, deleted)
         key_type = state.schema["key"].dataType
     except unreadable:
         return None
@@ -274,6 +300,24 @@ def windows_in_state(
             }
         )
     )
+
+
+def _state_reader(
+    spark: Any, checkpoint: str | Path, batch_id: int, operator_id: int, deleted: bool
+) -> Any:
+    """The state after ``batch_id``; with ``deleted``, the keys it removed (its change feed)."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("statestore").option("operatorId", operator_id)
+    if not deleted:
+        return reader.option("batchId", batch_id).load(str(checkpoint))
+    changes = (
+        reader.option("readChangeFeed", "true")
+        .option("changeStartBatchId", batch_id)
+        .option("changeEndBatchId", batch_id)
+        .load(str(checkpoint))
+    )
+    return changes.where(F.col("change_type") == "delete")
 
 
 class TimeView:
@@ -414,7 +458,9 @@ def _heading(title: str, batches: list[TimeBatch], note: str) -> str:
     count = len(batches)
     said = f"{count} micro-batch{'es' if count != 1 else ''}" if count else "no micro-batch yet"
     extra = f"; {html.escape(note)}" if note else ""
-    return f"<div><b>{html.escape(title)}</b> <small>{said}{extra}; times in UTC</small></div>"
+    span = _span(batches)
+    day = f" of {_moment(span[0])[:10]}" if span else ""
+    return f"<div><b>{html.escape(title)}</b> <small>{said}{extra}; times in UTC{day}</small></div>"
 
 
 def _span(batches: list[TimeBatch]) -> tuple[int, int] | None:
@@ -513,8 +559,7 @@ def _window_mark(state: str, window: StateWindow, axis: _Axis, lane: int) -> str
     colour = OPEN_COLOUR if state == "open" else CLOSED_COLOUR
     border = "solid" if state == "open" else "dashed"
     left = axis.at(window.start_ms)
-    # Near the right end, a label longer than its bar runs out to the left.
-    side = "flex-end" if left > 55 else "flex-start"
+    side = "right" if left > 55 else "left"  # near the right end, the label keeps to it
     return (
         f'<div class="streamlab-window streamlab-window-{state}" '
         f'data-state="{state}" data-start="{_iso(window.start_ms)}" '
@@ -523,10 +568,12 @@ def _window_mark(state: str, window: StateWindow, axis: _Axis, lane: int) -> str
         f'style="position:absolute;top:{lane}px;height:16px;box-sizing:border-box;'
         f"left:{left:.2f}%;"
         f"width:{axis.at(window.end_ms) - left:.2f}%;"
-        f"border:1px {border} {colour};background:{colour}22;overflow:visible;"
-        f"white-space:nowrap;font-size:11px;line-height:14px;padding:0 2px;"
-        f'display:flex;justify-content:{side}">'
-        f"{state} {html.escape(window.label)}</div>"
+        f"border:1px {border} {colour};background:{colour}22;overflow:hidden;"
+        f'font-size:11px;line-height:14px;padding:0 2px">'
+        # The label fits its box, cut short with an ellipsis; the title holds it whole.
+        '<span class="streamlab-window-label" style="display:block;overflow:hidden;'
+        f'white-space:nowrap;text-overflow:ellipsis;text-align:{side}">'
+        f"{state} {html.escape(window.label)}</span></div>"
     )
 
 
@@ -549,16 +596,36 @@ def _watermark_mark(batch: TimeBatch, axis: _Axis) -> str:
     )
 
 
+#: Steps between the axis's ticks, in seconds: the first that gives at most :data:`_TICKS`.
+_TICK_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
+_TICKS = 7
+
+
+def _ticks(axis: _Axis) -> list[int]:
+    """Round moments (ms) inside the axis, a whole step apart, away from its two ends."""
+    span = axis.high - axis.low
+    step = 1000 * next((s for s in _TICK_STEPS if span / (1000 * s) <= _TICKS), _TICK_STEPS[-1])
+    first = -(-axis.low // step) * step
+    return [t for t in range(first, axis.high, step) if 8 < axis.at(t) < 92]
+
+
 def _axis_labels(axis: _Axis) -> str:
-    """The first and the last moment of the axis, above the batches' lines."""
+    """The axis above the batches' lines: its two ends and round moments between, as times of
+    day (the date is in the heading)."""
+    ticks = "".join(
+        f'<span class="streamlab-axis-tick" data-time="{_iso(t)}" style="position:absolute;'
+        f"left:{axis.at(t):.2f}%;transform:translateX(-50%);border-left:1px solid #bbb;"
+        f'padding-left:2px;white-space:nowrap">{_clock(t)}</span>'
+        for t in _ticks(axis)
+    )
     return (
         '<div style="display:flex;font-size:11px;color:#555">'
-        '<div style="width:6em"></div><div style="flex:1;display:flex;'
-        'justify-content:space-between;margin-right:6em">'
-        f'<span class="streamlab-axis-start" data-time="{_iso(axis.low)}">'
-        f"{_moment(axis.low)}</span>"
-        f'<span class="streamlab-axis-end" data-time="{_iso(axis.high)}">'
-        f"{_moment(axis.high)}</span>"
+        '<div style="width:6em"></div><div style="flex:1;position:relative;height:15px;'
+        'margin-right:6em">'
+        f'<span class="streamlab-axis-start" data-time="{_iso(axis.low)}" '
+        f'style="position:absolute;left:0">{_clock(axis.low)}</span>{ticks}'
+        f'<span class="streamlab-axis-end" data-time="{_iso(axis.high)}" '
+        f'style="position:absolute;right:0">{_clock(axis.high)}</span>'
         "</div></div>"
     )
 
@@ -570,7 +637,8 @@ _LEGEND = (
     "the batch ran with &nbsp; "
     f'<span style="border:1px solid {OPEN_COLOUR}">open</span> window in state after it '
     f'&nbsp; <span style="border:1px dashed {CLOSED_COLOUR}">closed</span> window it '
-    "removed from state</div>"
+    "removed from state (one it opened and closed itself included, read from the state's "
+    "changelog)</div>"
 )
 
 #: The style of a number's cell in the table.
@@ -652,10 +720,16 @@ def _state_cell(batch: TimeBatch, name: str) -> str:
 
 
 def _windows_cell(batch: TimeBatch) -> str:
-    """The windows open after the batch and those it closed, one a line."""
+    """How many windows are open after the batch and how many it closed, on one line; the
+    windows themselves, one a line, when the learner opens it."""
+    groups = (("open", batch.open_windows or ()), ("closed", batch.closed_windows or ()))
     listed = [
         f"<span class='streamlab-window-{state}'>{state} {html.escape(w.label)}</span>"
-        for state, group in (("open", batch.open_windows), ("closed", batch.closed_windows))
-        for w in group or ()
+        for state, group in groups
+        for w in group
     ]
-    return f"<td style='padding:1px 8px' class='streamlab-windows'>{'<br>'.join(listed)}</td>"
+    said = ", ".join(f"{len(group)} {state}" for state, group in groups)
+    return (
+        "<td style='padding:1px 8px;white-space:nowrap' class='streamlab-windows'>"
+        f"<details><summary>{said}</summary>{'<br>'.join(listed)}</details></td>"
+    )
