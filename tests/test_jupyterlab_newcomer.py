@@ -22,6 +22,7 @@ import pytest
 from jupyter_support import TOKEN, run_all_cells, running_jupyterlab
 from lab00_answers import solved
 from offline_browser import offline_context
+from test_time_view import LABELS_OUTSIDE
 
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 from streamlab.tooling.notebooks import exercise_id
@@ -32,16 +33,6 @@ LIVE = "01-live.ipynb"
 #: The grader's progress while ``%check`` waits: "check 2 of 5" and the seconds elapsed.
 PROGRESS = re.compile(r"check \d+ of \d+")
 
-#: Every element inside a window's box that reaches out of it, by its text.
-LABELS_OUTSIDE = """() => [...document.querySelectorAll('.streamlab-time-view .streamlab-window')]
-  .flatMap(box => {
-    const outer = box.getBoundingClientRect();
-    return [...box.querySelectorAll('*')].filter(label => {
-      const r = label.getBoundingClientRect();
-      return r.left < outer.left - 0.5 || r.right > outer.right + 0.5
-          || r.top < outer.top - 0.5 || r.bottom > outer.bottom + 0.5;
-    }).map(label => label.textContent);
-  })"""
 
 TIME_VIEW_CELL = """from streamlab.deliveries import read_deliveries, write_deliveries
 from streamlab.widgets import TimeView

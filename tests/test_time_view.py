@@ -73,10 +73,17 @@ def finished(tmp_path_factory):
     work = tmp_path_factory.mktemp("time_view")
     write_deliveries(work / "in", DELIVERIES)
     checkpoint = str(work / "checkpoint")
+    query, reports = _count_every_delivery(spark, work / "in", "time_view_counts", checkpoint)
+    yield Run(spark, query, checkpoint, reports)
+
+
+def _count_every_delivery(spark, folder, name: str, checkpoint: str):
+    """The windowed count of ``folder``'s deliveries run to its end (and stopped), with its
+    progress reports."""
     query = (
-        counts(spark, work / "in")
+        counts(spark, folder)
         .writeStream.format("memory")
-        .queryName("time_view_counts")
+        .queryName(name)
         .outputMode("append")
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
@@ -84,8 +91,7 @@ def finished(tmp_path_factory):
     )
     try:
         finish(query, within=300, what="the windowed count to read every delivery")
-        reports = [json.loads(p.json) for p in query.recentProgress]
-        yield Run(spark, query, checkpoint, reports)
+        return query, [json.loads(p.json) for p in query.recentProgress]
     finally:
         stop(query, what="the windowed count to stop")
 
@@ -399,20 +405,7 @@ BORN_AND_CLOSED = [
 def test_a_window_opened_and_closed_in_one_batch_is_drawn_closed(spark, tmp_path):
     write_deliveries(tmp_path / "in", BORN_AND_CLOSED)
     checkpoint = str(tmp_path / "checkpoint")
-    query = (
-        counts(spark, tmp_path / "in")
-        .writeStream.format("memory")
-        .queryName("born_and_closed")
-        .outputMode("append")
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
-    try:
-        finish(query, within=300, what="the windowed count to read every delivery")
-        reports = [json.loads(p.json) for p in query.recentProgress]
-    finally:
-        stop(query, what="the windowed count to stop")
+    _, reports = _count_every_delivery(spark, tmp_path / "in", "born_and_closed", checkpoint)
     emitted = {
         (r["window"]["start"].second, r["window"]["end"].second)
         for r in spark.table("born_and_closed").collect()
@@ -429,7 +422,9 @@ def test_a_window_opened_and_closed_in_one_batch_is_drawn_closed(spark, tmp_path
     assert 'data-state="closed" data-start="2026-11-22T10:00:10.000Z"' in page
 
 
-LABELS_OUTSIDE = """() => [...document.querySelectorAll('.streamlab-window')].flatMap(box => {
+#: Every element inside a time view's window box that reaches out of it, by its text.
+LABELS_OUTSIDE = """() => [...document.querySelectorAll('.streamlab-time-view .streamlab-window')]
+  .flatMap(box => {
   const outer = box.getBoundingClientRect();
   return [...box.querySelectorAll('*')].filter(label => {
     const r = label.getBoundingClientRect();
