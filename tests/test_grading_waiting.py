@@ -71,3 +71,28 @@ def test_check_shows_what_the_grader_waits_on_in_place():
         handle.shown[-1]
         == "Checking 2.8: check 1 of 2 (2.8, your test passes a right final counts): 16 s"
     )
+
+
+def test_a_checks_setup_goes_on_under_its_own_exercise_after_the_notebooks_cells_ran():
+    # Preparing 0.2's check runs the notebook's cells, 0.3's last: once they are done, the
+    # learner reads (and a setup that runs out of time blames) 0.2's check, not 0.3.
+    from streamlab.grading import supervisor
+    from streamlab.grading.events import EventKind
+
+    seen: list[Progress] = []
+    check = "checks/test_00_orientation.py::test_run_once_reads_every_heartbeat"
+    run = supervisor._Run(
+        supervisor.Outcome(), supervisor._Plan(), cell_limit=60.0, cap=None, on_progress=seen.append
+    )
+    run.collected = [check]
+    where = {"lab": "00", "unit": "00"}
+    for event in [
+        {"event": EventKind.PHASE, "phase": "setup", "exercise": "0.2", "check": check, **where},
+        {"event": EventKind.CELL, "exercise": "0.1", "cell": 3, "line": "def ...", **where},
+        {"event": EventKind.CELL, "exercise": "0.3", "cell": 9, "line": "PREDICTED ...", **where},
+        {"event": EventKind.CELL, "cell": 0, **where},
+    ]:
+        supervisor._follow(event, run)
+    run.tell_progress(starting=False)
+    assert run.activity.exercise == "0.2"
+    assert seen[-1].line().startswith("check 1 of 1 (0.2, ")

@@ -124,6 +124,9 @@ class _Activity:
     check: str = ""
     line: str = ""  # the running cell's first line
     started: float = field(default_factory=time.monotonic)
+    #: While a graded cell runs for a check's setup: the exercise of that check, whose setup
+    #: goes on once the cell is done.
+    check_exercise: str = ""
 
 
 @dataclass(frozen=True)
@@ -433,6 +436,8 @@ def _unit(event: Event) -> str:
 def _on_cell(event: Event, run: _Run) -> _Activity:
     """A graded cell starts (its number given), or ends: back to the check's setup."""
     lab, now = str(event.get("lab") or ""), time.monotonic()
+    before = run.activity
+    of_check = before.check_exercise if before.phase is Phase.CELL else before.exercise
     if event.get("cell"):
         limit = run.cell_limit
         return _Activity(
@@ -443,18 +448,12 @@ def _on_cell(event: Event, run: _Run) -> _Activity:
             _unit(event),
             str(event.get("exercise") or ""),
             int(event["cell"]),
-            run.activity.check,
+            before.check,
             str(event.get("line", "")),
+            check_exercise=of_check,
         )
-    before = run.activity
     return _Activity(
-        Phase.SETUP,
-        now + SETUP_LIMIT,
-        SETUP_LIMIT,
-        lab,
-        _unit(event),
-        before.exercise,
-        check=before.check,
+        Phase.SETUP, now + SETUP_LIMIT, SETUP_LIMIT, lab, _unit(event), of_check, check=before.check
     )
 
 
