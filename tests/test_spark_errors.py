@@ -573,9 +573,10 @@ def test_a_check_that_reports_a_failed_query_says_what_its_class_means():
         "state key schema."
     )
     sentence = spark_errors.taught("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE").sentence()
-    assert query_cause(failed).startswith("[STREAM_FAILED] Query")
+    # The deepest cause's class first, then Spark's whole message.
+    assert query_cause(failed).startswith("STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE: [STREAM_FAILED]")
     assert query_cause(failed).endswith(f"({sentence})")
-    assert query_cause(ValueError("plain words")) == "plain words"
+    assert query_cause(ValueError("plain words")) == "ValueError: plain words"
 
 
 def test_a_notebook_cell_that_meets_one_says_what_it_means_under_the_traceback(spark, capsys):
