@@ -39,6 +39,7 @@ from streamlab.grading.heartbeat_checks import (
     ReferenceHeartbeatProcessor,
     status_tuples,
 )
+from streamlab.session import session_conf
 from streamlab.tws_batches import register_timer
 
 # Spark's Python workers cannot import this file: send what it defines by value.
@@ -1132,25 +1133,6 @@ def test_bucketed_one_timer_per_bucket(nb):
 # --- Spark plumbing ----------------------------------------------------------------------
 
 
-@contextmanager
-def _settings(spark, settings: dict):
-    """Apply settings for one query start, then put back exactly what was there.
-
-    ``spark.conf.unset`` would fall back to Spark's default, not to the session's value.
-    """
-    saved = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
-
 def _heartbeats(folder: Path, name: str, machines: list[str], order: int | None = None) -> None:
     """One JSON file of heartbeats; ``order`` fixes the order the file source reads files in."""
     lines = [
@@ -1216,7 +1198,7 @@ def _run(
         ROCKSDB,
         "The session should use the RocksDB provider (a course bug if it does not).",
     )
-    with _settings(spark, settings or {}):
+    with session_conf(spark, settings or {}):
         query = writer.start()
     try:
         finish(query, within=240, what="the check's query to read its input")
@@ -1594,7 +1576,7 @@ def _bucketed_run(nb, spark, incoming: Path, output: Path, checkpoint) -> tuple[
     )
     # Processing-time timers make Spark run a batch every trigger even without data, so an
     # availableNow query would never end; without no-data batches it ends once input is done.
-    with _settings(spark, {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
+    with session_conf(spark, {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
         query = writer.start()
     try:
         finish(
@@ -1703,7 +1685,7 @@ def _price_input(folder: Path) -> None:
 def _writes(spark, transitions, checkpoint: Path, variable: str, machines_in_value) -> list:
     from pyspark.sql import functions as F
 
-    with _settings(spark, {NO_DATA_BATCHES: "false"}):
+    with session_conf(spark, {NO_DATA_BATCHES: "false"}):
         query = (
             transitions.writeStream.format("noop")
             .option("checkpointLocation", str(checkpoint))

@@ -76,6 +76,16 @@ class RunningLab:
         raise AssertionError(f"the launcher never printed {prefix!r}:\n" + "".join(self.output))
 
 
+def lab_settings(tmp_path: Path, settings: dict[str, dict]) -> None:
+    """Write JupyterLab settings for :func:`running_jupyterlab` in ``tmp_path``, by plugin
+    (``"notebook-extension/tracker"``: its values)."""
+    root = tmp_path / "jupyter-settings" / "@jupyterlab"
+    for plugin, values in settings.items():
+        path = root / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values))
+
+
 @contextmanager
 def running_jupyterlab(
     tmp_path: Path, *args: str, env: dict | None = None, hub: bool = True
@@ -86,10 +96,9 @@ def running_jupyterlab(
     needs no Event Hubs emulator.
     """
     # A private settings folder: no news pop-up over screenshots, no workspace left behind.
-    settings = tmp_path / "jupyter-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    lab_settings(
+        tmp_path,
+        {"apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False}},
     )
     environment = {
         **os.environ,

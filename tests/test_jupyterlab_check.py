@@ -8,13 +8,12 @@ cells as last run in the kernel.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 
 import nbformat
 import pytest
-from jupyter_support import TOKEN, running_jupyterlab
+from jupyter_support import TOKEN, lab_settings, running_jupyterlab
 from lab00_answers import SOLVED_0_1, WRONG_0_1
 
 from streamlab.paths import BUILD_DIR, REPO_ROOT
@@ -26,14 +25,13 @@ WRONG, FIXED = WRONG_0_1.rstrip(), SOLVED_0_1.rstrip()
 
 def _settings(tmp_path) -> None:
     """No autosave (the test shows that nothing needs saving) and every cell in the page."""
-    root = tmp_path / "jupyter-settings" / "@jupyterlab"
-    for plugin, values in [
-        ("docmanager-extension/plugin", {"autosave": False}),
-        ("notebook-extension/tracker", {"windowingMode": "none"}),
-    ]:
-        path = root / f"{plugin}.jupyterlab-settings"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values))
+    lab_settings(
+        tmp_path,
+        {
+            "docmanager-extension/plugin": {"autosave": False},
+            "notebook-extension/tracker": {"windowingMode": "none"},
+        },
+    )
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import urllib.request
 
 import nbformat
 import pytest
-from jupyter_support import TOKEN, run_all_cells, running_jupyterlab
+from jupyter_support import TOKEN, lab_settings, run_all_cells, running_jupyterlab
 from lab00_answers import solved
 from offline_browser import offline_context
 from test_time_view import LABELS_OUTSIDE
@@ -83,15 +83,14 @@ def _live_notebook(folder) -> None:
 def _settings(tmp_path) -> None:
     """Every cell in the page (no windowing), and the terminal's text also in its screen
     reader's tree, which the test reads (xterm draws on a canvas)."""
-    root = tmp_path / "jupyter-settings" / "@jupyterlab"
-    for plugin, values in [
-        ("notebook-extension/tracker", {"windowingMode": "none"}),
-        ("terminal-extension/plugin", {"screenReaderMode": True}),
-        ("docmanager-extension/plugin", {"autosave": False}),
-    ]:
-        path = root / f"{plugin}.jupyterlab-settings"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(values))
+    lab_settings(
+        tmp_path,
+        {
+            "notebook-extension/tracker": {"windowingMode": "none"},
+            "terminal-extension/plugin": {"screenReaderMode": True},
+            "docmanager-extension/plugin": {"autosave": False},
+        },
+    )
 
 
 @pytest.fixture
