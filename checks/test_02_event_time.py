@@ -481,9 +481,9 @@ def test_late_data_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir)
     hint = ""
     if answer["dropped"] > spark_says["dropped"]:
         hint = (
-            "You drop more than Spark: a row older than the watermark still counts while its "
-            "window is open, and a batch filters late rows with the watermark of the batch "
-            "before it."
+            "You drop more than Spark: being older than a watermark is not what drops a row from "
+            "a windowed count. For each row you dropped, ask which batch's watermark it is "
+            "filtered against, and what that watermark had done to the row's window."
         )
     elif answer["emitted"] != spark_says["emitted"]:
         hint = (
@@ -677,8 +677,8 @@ def test_live_counts_hold_the_latest_count_per_window(nb, spark, tmp_path, check
         "latest count.",
         show=show,
         hint=(
-            "The table holds a window twice: the memory sink adds every row a batch hands it, "
-            "and this mode hands over a window again each time its count changes."
+            "The table holds a window twice: weigh each output mode against what your "
+            "diagnosis found the sink does with the rows a batch hands it."
             if repeated
             else ""
         ),

@@ -694,10 +694,10 @@ def test_the_second_run_is_as_predicted(nb, spark, tmp_path, checkpoint_dir):
         "(PREDICTED_WINDOWS, PREDICTED_LATE_ROWS) should be the windows the second run writes, "
         "sorted, and the late rows its batches drop (expected: what Spark does on the notebook's "
         "readings).",
-        hint="A batch drops a reading only from windows that the watermark of the batch before "
-        "had closed, and the reading still counts in its other window if that one is open; the "
-        "windows written are those the new watermark closes, in the next batch. Late rows are "
-        "counted per window and device after Spark has combined them.",
+        hint="Go batch by batch with two watermarks, the one a batch runs with and the one it "
+        "leaves. For each new reading, ask of each of its windows on its own whether it was "
+        "already closed, and ask what numRowsDroppedByWatermark counts: readings, or the rows "
+        "Spark makes of them.",
     )
 
 
