@@ -27,6 +27,9 @@ class Taught:
     meaning: str
     lab: str
     section: str
+    #: The prediction whose answer this class tells (the class is its outcome): the site's
+    #: table folds the row away until that exercise passes.
+    settles: str = ""
 
     @property
     def where(self) -> str:
@@ -108,6 +111,7 @@ TAUGHT: tuple[Taught, ...] = (
         "error and counts on from the old values.",
         "05",
         "8. What a checkpoint pins",
+        settles="5.9",
     ),
     Taught(
         "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE",
@@ -126,6 +130,7 @@ TAUGHT: tuple[Taught, ...] = (
         "only by the operators that wrote it.",
         "10",
         "1. What a checkpoint pins",
+        settles="10.1",
     ),
     Taught(
         "STREAMING_QUERY_EVOLUTION_ERROR.UNNAMED_STREAMING_SOURCES_WITH_ENFORCEMENT",
@@ -133,6 +138,7 @@ TAUGHT: tuple[Taught, ...] = (
         "(`readStream.name(...)`), under which the checkpoint records its offsets.",
         "10",
         "1. What a checkpoint pins",
+        settles="10.1",
     ),
     Taught(
         "STREAMING_QUERY_EVOLUTION_ERROR.CANNOT_ENABLE_ON_EXISTING_CHECKPOINT",
@@ -140,6 +146,7 @@ TAUGHT: tuple[Taught, ...] = (
         "began without them cannot take them.",
         "10",
         "1. What a checkpoint pins",
+        settles="10.1",
     ),
     Taught(
         "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION",
@@ -148,6 +155,7 @@ TAUGHT: tuple[Taught, ...] = (
         "schema resolution (the link in Spark's message), such as a `BIGINT` narrowed to `INT`.",
         "10",
         "3. State schema evolution",
+        settles="5.9",
     ),
     Taught(
         "STATEFUL_PROCESSOR_INCORRECT_TIME_MODE_TO_ASSIGN_TTL",
@@ -285,13 +293,22 @@ def install(shell) -> None:
 
 
 def markdown_table() -> str:
-    """:data:`TAUGHT` as the site's table, in the order of the labs."""
-    rows = sorted(TAUGHT, key=lambda t: (t.lab, t.section, t.condition))
-    lines = ["| error class | what it means in this course | where |", "|---|---|---|"]
-    for t in rows:
+    """:data:`TAUGHT` as the site's table, in the order of the labs; the classes that tell a
+    prediction's outcome follow in a table of their own per prediction, each in a fold
+    (``<!-- after N.M -->``) that opens once it passes."""
+    head = ["| error class | what it means in this course | where |", "|---|---|---|"]
+    tables: dict[str, list[str]] = {}
+    for t in sorted(TAUGHT, key=lambda t: (t.lab, t.section, t.condition)):
         meaning = t.meaning[0].upper() + t.meaning[1:]
-        lines.append(f"| `{t.condition}` | {meaning} | {t.where[0].upper()}{t.where[1:]} |")
-    return "\n".join(lines) + "\n"
+        row = f"| `{t.condition}` | {meaning} | {t.where[0].upper()}{t.where[1:]} |"
+        tables.setdefault(t.settles, list(head)).append(row)
+    parts = ["\n".join(tables.pop("", head))]
+    for exercise in sorted(tables, key=lambda e: tuple(int(n) for n in e.split("."))):
+        parts.append(
+            f"<!-- after {exercise} -->\nThe classes that are the outcome of exercise "
+            f"{exercise}'s prediction:\n\n" + "\n".join(tables[exercise]) + "\n<!-- /after -->"
+        )
+    return "\n\n".join(parts) + "\n"
 
 
 @dataclass(frozen=True)
