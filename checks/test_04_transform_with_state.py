@@ -25,9 +25,9 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys
 from streamlab.grading.facts import spark_facts
-from streamlab.grading.heartbeat_checks import Meter, ProcessorStory, ReferenceHeartbeatProcessor
 from streamlab.grading.stories import is_not_done
 from streamlab.grading.verdict import query_cause
+from streamlab.kit.heartbeat import Meter, ProcessorStory, ReferenceHeartbeatProcessor
 from streamlab.tws_batches import pending_timers, register_timer
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.

@@ -33,7 +33,7 @@ from pyspark.sql.streaming.tws_tester import TwsTester
 from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys, expect_that
 from streamlab.grading.facts import spark_facts
-from streamlab.grading.heartbeat_checks import (
+from streamlab.kit.heartbeat import (
     Meter,
     ProcessorStory,
     ReferenceHeartbeatProcessor,

@@ -29,6 +29,7 @@ import pytest
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
 from pyspark import cloudpickle
 
+from streamlab.course import registry
 from streamlab.deadlines import finish
 from streamlab.grading import (
     CheckFailed,
@@ -44,7 +45,6 @@ from streamlab.grading.verdict import query_cause
 from streamlab.paths import REPO_ROOT
 from streamlab.solutions import load_solution
 from streamlab.spark_private import writer_setting
-from streamlab.tooling import registry
 
 # Spark's Python workers cannot import this file: send what it defines by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

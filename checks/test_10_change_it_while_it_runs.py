@@ -26,15 +26,16 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
+from streamlab.course import registry
 from streamlab.deadlines import finish
 from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys
 from streamlab.grading.facts import spark_facts
-from streamlab.grading.heartbeat_checks import (
+from streamlab.grading.verdict import query_cause
+from streamlab.kit.heartbeat import (
     Meter,
     ReferenceHeartbeatProcessor,
     handler_must_yield,
 )
-from streamlab.grading.verdict import query_cause
 from streamlab.paths import REPO_ROOT
 from streamlab.restart_trials import (
     IGNORED,
@@ -49,7 +50,6 @@ from streamlab.restart_trials import (
 )
 from streamlab.solutions import load_solution
 from streamlab.spark_private import SparkChanged, repartition_state
-from streamlab.tooling import registry
 from streamlab.tws_batches import pending_timers, spark_batch, spark_initial_state
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.

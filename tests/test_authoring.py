@@ -10,8 +10,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from streamlab.course import registry
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import authoring, registry
+from streamlab.tooling import authoring
 from streamlab.tooling.authoring import AuthoringError, make_lab_notebook, stub_source
 
 SOLVED = '''\

@@ -12,7 +12,7 @@ from streamlab.paths import REPO_ROOT
 #: The checks, and the helpers they share that fail a check themselves.
 CHECK_FILES = [
     *sorted((REPO_ROOT / "checks").glob("*.py")),
-    REPO_ROOT / "streamlab" / "grading" / "heartbeat_checks.py",
+    REPO_ROOT / "streamlab" / "kit" / "heartbeat.py",
 ]
 
 

@@ -54,9 +54,9 @@ from test_ask_before_telling import (
 )
 
 from streamlab import spark_errors
+from streamlab.course import registry
+from streamlab.course.notebooks import split_regions, tags
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import split_regions, tags
 
 #: Every exercise that asks before it tells: a prediction, or a debug exercise's cause and fix.
 CRUCIAL = PREDICT + DEBUG

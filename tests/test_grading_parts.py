@@ -11,10 +11,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from streamlab.course import registry
 from streamlab.grading import report, supervisor
 from streamlab.grading.verdict import FAILED, NOT_STARTED, PASSED, CheckResult, Verdict
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
 
 DEBUG = [e for lab in registry.labs() for e in lab.exercises if e.kind == "debug"]
 

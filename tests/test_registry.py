@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlab.tooling import registry
+from streamlab.course import registry
 
 HINTS = 'hints = ["a nudge", "an approach"]'
 

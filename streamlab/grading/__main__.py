@@ -21,10 +21,10 @@ import sys
 from pathlib import Path
 
 from streamlab import processes
+from streamlab.course import registry
 from streamlab.grading import answers, blame, report, supervisor, tries, unsaved, waiting, warm
 from streamlab.grading.verdict import CheckResult
 from streamlab.paths import BUILD_DIR
-from streamlab.tooling import registry
 
 #: Exit statuses.
 OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from streamlab.course import registry
 from streamlab.grading import attempt, events
 from streamlab.grading.events import EventKind
 from streamlab.grading.loader import CellProblem, LoadedNotebook, NotebookUnreadable, load_notebook
@@ -40,7 +41,6 @@ from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT, time_lim
 from streamlab.grading.verdict import FAILED, Attempt, CellFailed, CheckResult, verdict_for
 from streamlab.paths import REPO_ROOT
 from streamlab.spark_fixtures import checkpoint_dir, pytest_unconfigure, spark  # noqa: F401
-from streamlab.tooling import registry
 
 _LAB_FILE = re.compile(r"test_(\d+)_\w+\.py$")
 

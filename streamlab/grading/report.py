@@ -6,7 +6,7 @@ grade)::
     {"format_version": 2, "status": "graded", "notebooks": "labs", "complete": false,
      "earlier_labs": [...],  # other labs, as an earlier run graded them
      "labs": [{"id": "00", "title": "...", "status": "graded" | "error", "message": "",
-               "fingerprint": "...",  # of the graded cells that ran (streamlab.tooling.notebooks)
+               "fingerprint": "...",  # of the graded cells that ran (streamlab.course.notebooks)
                "exercises": [{"id": "0.1", "title": "...", "cell": 5, "cell_line": "def ...",
                               "status": "passed" | "failed" | "not-started" | "not-graded"
                                         | "revealed",
@@ -55,6 +55,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from streamlab.course import registry
+from streamlab.course.notebooks import cell_name
+from streamlab.course.registry import Exercise, Lab
 from streamlab.grading import tries as first_tries
 from streamlab.grading.verdict import (
     FAILED,
@@ -69,9 +72,6 @@ from streamlab.grading.verdict import (
     combine,
 )
 from streamlab.paths import write_atomically
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import cell_name
-from streamlab.tooling.registry import Exercise, Lab
 
 #: The version of the format of ``build/grade.json``.
 FORMAT_VERSION = 2

@@ -18,12 +18,12 @@ import textwrap
 import tomllib
 from pathlib import Path
 
+from streamlab.course import registry
+from streamlab.course.notebooks import exercise_id, read_cells, without_markers
+from streamlab.course.registry import find_exercise
 from streamlab.grading import answers, report, tries
 from streamlab.grading.attempt import DIAGNOSIS, PREDICTION
 from streamlab.paths import BUILD_DIR, REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.hints import find_exercise
-from streamlab.tooling.notebooks import exercise_id, read_cells, without_markers
 
 
 def answer_part(lab: registry.Lab, exercise: registry.Exercise) -> str:

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
+from streamlab.course.notebooks import NOT_DONE
 from streamlab.deliveries import deliver_file
-from streamlab.tooling.notebooks import NOT_DONE
 
 __all__ = [
     "HUB_ARROW_SCHEMA",

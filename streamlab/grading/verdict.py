@@ -9,10 +9,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streamlab.course.notebooks import NOT_DONE_PATTERN
 from streamlab.grading.expect import CheckFailed
 from streamlab.grading.timeout import CheckTimeout
 from streamlab.spark_errors import deepest_cause, explain
-from streamlab.tooling.notebooks import NOT_DONE_PATTERN
 
 if TYPE_CHECKING:
     from streamlab.grading.loader import CellProblem

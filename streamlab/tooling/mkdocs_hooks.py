@@ -37,9 +37,9 @@ import nbformat
 from mkdocs.exceptions import PluginError
 
 from streamlab import benchmarks
+from streamlab.course import registry
+from streamlab.course.notebooks import exercise_id, without_markers
 from streamlab.paths import BUILD_DIR, REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import exercise_id, without_markers
 
 MARKER = "<!-- exercises -->"
 #: A fold: what it wraps opens with exercise N.M's solution. Folds wrap whole blocks

@@ -6,6 +6,7 @@ exists in one place.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -92,7 +93,7 @@ def _parse(data: dict, source: Path) -> tuple[Lab, ...]:
             f"{source} has format_version {version!r}; these tools read format_version "
             f"{FORMAT_VERSION}"
         )
-    labs = []
+    labs: list[Lab] = []
     seen: set[str] = set()
     for raw in data.get("labs", []):
         try:
@@ -184,3 +185,19 @@ def lab(lab_id: str) -> Lab:
             return candidate
     known = ", ".join(known_lab.id for known_lab in labs())
     raise RegistryError(f"there is no lab {lab_id!r}; the labs are {known}")
+
+
+_EXERCISE_ID = re.compile(r"^\d+\.\d+$")
+
+
+def find_exercise(exercise_id: str) -> tuple[Lab, Exercise]:
+    """The lab and exercise of an id such as ``2.1``; a sentence when there is none."""
+    if exercise_id.isdigit():
+        known = ", ".join(e.id for e in lab(exercise_id).exercises)
+        raise RegistryError(f"{exercise_id} is a lab; name one of its exercises: {known}")
+    if not _EXERCISE_ID.match(exercise_id):
+        raise RegistryError(
+            f"{exercise_id!r} is not an exercise id: give one such as 2.1 (lab 02, exercise 1)"
+        )
+    found = lab(exercise_id.partition(".")[0])
+    return found, found.exercise(exercise_id)
