@@ -11,11 +11,17 @@ import json
 from pathlib import Path
 
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys
-from streamlab.grading.facts import spark_facts
+from streamlab.kit import (
+    ROCKSDB_PROVIDER,
+    STATE_PROVIDER,
+    CheckFailed,
+    exercise,
+    expect_equal,
+    expect_keys,
+    spark_facts,
+    write_heartbeats,
+)
 
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 PARTITIONS = "spark.sql.shuffle.partitions"
 ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 TIME_ZONE = "spark.sql.session.timeZone"
@@ -32,7 +38,7 @@ def _offsets(checkpoint: Path, batch: int, conf: dict[str, str]) -> None:
     (folder / f".{batch}.crc").write_text("crc")
 
 
-PINNED = {PROVIDER: ROCKSDB, PARTITIONS: "2", ENCODING: "unsaferow"}
+PINNED = {STATE_PROVIDER: ROCKSDB_PROVIDER, PARTITIONS: "2", ENCODING: "unsaferow"}
 
 
 def _effective(nb, conf, checkpoint) -> dict:
@@ -76,7 +82,12 @@ def test_the_checkpoint_wins_over_the_session(nb, tmp_path):
     conf = {PARTITIONS: "4", TIME_ZONE: "UTC"}
     expect_equal(
         _effective(nb, conf, tmp_path),
-        {PARTITIONS: "2", TIME_ZONE: "UTC", PROVIDER: ROCKSDB, ENCODING: "unsaferow"},
+        {
+            PARTITIONS: "2",
+            TIME_ZONE: "UTC",
+            STATE_PROVIDER: ROCKSDB_PROVIDER,
+            ENCODING: "unsaferow",
+        },
         "Every setting the newest offsets file pins replaces or adds to the session's; the "
         "others keep their values.",
         hint="The settings are in the 'conf' of the JSON on the second line of offsets/N.",
@@ -125,9 +136,7 @@ def test_summary_of_a_progress_report(nb):
 
 
 def _heartbeats(folder: Path, name: str, rows: list[tuple[str, str]]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps({"machine_name": m, "machine_time": t}) for m, t in rows]
-    (folder / f"{name}.json").write_text("\n".join(lines) + "\n")
+    write_heartbeats(folder, name, rows, order=None)
 
 
 FIRST = [

@@ -24,18 +24,20 @@ from pyspark.sql import functions as F
 
 from streamlab.deadlines import finish
 from streamlab.eventhubs import SCHEMA as EVENTHUBS_SCHEMA
-from streamlab.grading import (
+from streamlab.hub import Hub, partition_for_key
+from streamlab.hub_explorer import explore
+from streamlab.kit import (
+    HUB_ARROW_SCHEMA,
+    START,
     CheckFailed,
     exercise,
     expect_dataframe,
     expect_equal,
     expect_keys,
     expect_that,
+    heartbeat_line,
+    spark_facts,
 )
-from streamlab.grading.facts import spark_facts
-from streamlab.grading.stories import HUB_ARROW_SCHEMA, START
-from streamlab.hub import Hub, partition_for_key
-from streamlab.hub_explorer import explore
 
 EVENT_COLUMNS = EVENTHUBS_SCHEMA.fieldNames()
 HEARTBEAT_COLUMNS = ["machine_name", "machine_time", "event_time", "partition", "sequence_number"]
@@ -44,7 +46,7 @@ PARTITIONS = 4
 
 def body(machine, second, skew=0) -> bytes:
     sent = (START + timedelta(seconds=second + skew)).isoformat()
-    return json.dumps({"machine_name": machine, "machine_time": sent}).encode()
+    return heartbeat_line(machine, sent).encode()
 
 
 class HubFiles:

@@ -20,7 +20,7 @@ from pyspark.sql.streaming import StreamingQuery
 from streamlab.deadlines import drain, finish
 from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_keys
 from streamlab.grading.facts import spark_facts
-from streamlab.grading.stories import START, deliver_file
+from streamlab.kit.stories import START, deliver_file
 
 SCHEMA = "machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP"
 COLUMNS = ["window_start", "window_end", "machine_name", "heartbeats"]

@@ -31,35 +31,39 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from streamlab.deadlines import drain
-from streamlab.grading import (
+from streamlab.kit import (
+    HEALTHY,
+    INITIALIZING,
+    START,
+    START_MS,
+    TRANSITION_DDL,
+    UNHEALTHY,
     CheckFailed,
+    Field,
+    deliver_file,
     exercise,
+    expect_answer,
     expect_dataframe,
     expect_equal,
     expect_keys,
     expect_that,
+    is_int,
+    spark_facts,
 )
-from streamlab.grading.facts import spark_facts
-from streamlab.grading.stories import START, deliver_file
 
 # Spark's Python workers cannot import this file: send the reference function by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
-OUTPUT_SCHEMA = (
-    "machine_name STRING, status STRING, previous_status STRING, last_status_change_time TIMESTAMP"
-)
 STATE_SCHEMA = "status STRING, last_seen_ms LONG"
 SCHEMA = "machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP"
-T0 = int(START.timestamp() * 1000)  # START in epoch milliseconds
 
 
 def at(second: float) -> int:
-    return T0 + int(second * 1000)
+    return START_MS + int(second * 1000)
 
 
 def clock(ms: int) -> str:
-    return (START + timedelta(milliseconds=ms - T0)).strftime("%H:%M:%S.%f")[:-3]
+    return (START + timedelta(milliseconds=ms - START_MS)).strftime("%H:%M:%S.%f")[:-3]
 
 
 def show(rows) -> str:
@@ -71,7 +75,12 @@ def show(rows) -> str:
 
 
 def group_state(
-    value=None, *, conf, timed_out=False, watermark_ms=T0 - 10_000, processing_ms=T0 + 60_000
+    value=None,
+    *,
+    conf,
+    timed_out=False,
+    watermark_ms=START_MS - 10_000,
+    processing_ms=START_MS + 60_000,
 ) -> GroupState:
     return GroupState(
         optionalValue=Row(*value) if value is not None else None,
@@ -337,11 +346,11 @@ FIX_HINT_3_4 = (
 
 @exercise("3.4", part="fix", hint=FIX_HINT_3_4)
 def test_arm_processing_time_counts_from_the_batch(nb):
-    state = group_state((HEALTHY, at(1)), conf=PROCESSING, processing_ms=T0 + 42_000)
+    state = group_state((HEALTHY, at(1)), conf=PROCESSING, processing_ms=START_MS + 42_000)
     nb.arm_processing_time(state, at(1), 5_000)
     expect_equal(
         state._timeout_timestamp,
-        T0 + 42_000 + 5_000,
+        START_MS + 42_000 + 5_000,
         "A processing-time timeout fires timeout_ms after the current batch's processing "
         "time (here 10:00:42), whatever the heartbeat's event time.",
     )
@@ -349,7 +358,7 @@ def test_arm_processing_time_counts_from_the_batch(nb):
 
 @exercise("3.4", part="fix", hint=FIX_HINT_3_4)
 def test_the_seed_transition_with_processing_time_arming(nb):
-    state = group_state(conf=PROCESSING, processing_ms=T0 + 42_000)
+    state = group_state(conf=PROCESSING, processing_ms=START_MS + 42_000)
     rows = call(
         lambda *a, **k: nb.heartbeat_state_transition(*a, **k, arm=nb.arm_processing_time),
         "heartbeat_state_transition",
@@ -362,7 +371,7 @@ def test_the_seed_transition_with_processing_time_arming(nb):
         "Two heartbeats of a new machine, as in 3.1.",
         show=show,
     )
-    expect_equal(state._timeout_timestamp, T0 + 47_000, "The timeout counts from the batch.")
+    expect_equal(state._timeout_timestamp, START_MS + 47_000, "The timeout counts from the batch.")
 
 
 # --- Spark ----------------------------------------------------------------------------------
@@ -584,7 +593,7 @@ def _seed_run(spark, folder: Path, checkpoint_dir: str, name: str = "check_3_3")
         .groupBy("machine_name")
         .applyInPandasWithState(
             reference_transition,
-            OUTPUT_SCHEMA,
+            TRANSITION_DDL,
             STATE_SCHEMA,
             "update",
             GroupStateTimeout.EventTimeTimeout,
@@ -667,32 +676,35 @@ def run_batches(query, count: int) -> None:
 
 # --- 3.4 · the diagnosis ---------------------------------------------------------------------
 
-DIAGNOSIS_KEYS = ["timeouts", "watermark", "fired_in_batch"]
+
 _CLOCK = re.compile(r"^\d\d:\d\d:\d\d$")
 
 
+def _is_clock(value) -> bool:
+    return isinstance(value, str) and bool(_CLOCK.match(value))
+
+
+#: DIAGNOSIS_3_4's keys and their shapes.
+DIAGNOSIS_FIELDS = {
+    "timeouts": Field(
+        lambda timeouts: (
+            isinstance(timeouts, dict)
+            and all(isinstance(m, str) and (t is None or _is_clock(t)) for m, t in timeouts.items())
+        ),
+        'a dict from machine name to the time its timeout was set to, as "HH:MM:SS", or None',
+    ),
+    "watermark": Field(_is_clock, 'a time as "HH:MM:SS"'),
+    "fired_in_batch": Field(is_int, "a batch id, an int"),
+}
+
+
 def _diagnosis(answer) -> dict:
-    expect_keys(answer, "DIAGNOSIS_3_4", DIAGNOSIS_KEYS)
-    timeouts = answer["timeouts"]
-    if not isinstance(timeouts, dict) or not all(
-        isinstance(m, str) and (t is None or (isinstance(t, str) and _CLOCK.match(t)))
-        for m, t in timeouts.items()
-    ):
-        raise CheckFailed(
-            "DIAGNOSIS_3_4['timeouts'] should be a dict from machine name to the time its "
-            f'timeout was set to, as "HH:MM:SS", or None; it is {timeouts!r}.'
-        )
-    if not (isinstance(answer["watermark"], str) and _CLOCK.match(answer["watermark"])):
-        raise CheckFailed(
-            "DIAGNOSIS_3_4['watermark'] should be a time as \"HH:MM:SS\"; it is "
-            f"{answer['watermark']!r}."
-        )
-    fired = answer["fired_in_batch"]
-    if not isinstance(fired, int) or isinstance(fired, bool):
-        raise CheckFailed(
-            f"DIAGNOSIS_3_4['fired_in_batch'] should be a batch id, an int; it is {fired!r}."
-        )
-    return {"timeouts": dict(timeouts), "watermark": answer["watermark"], "fired_in_batch": fired}
+    answer = expect_answer(answer, "DIAGNOSIS_3_4", DIAGNOSIS_FIELDS)
+    return {
+        "timeouts": dict(answer["timeouts"]),
+        "watermark": answer["watermark"],
+        "fired_in_batch": answer["fired_in_batch"],
+    }
 
 
 def _state_after(spark, checkpoint_dir: str, batch: int) -> dict:

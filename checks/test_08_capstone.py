@@ -29,29 +29,37 @@ import pytest
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
 from pyspark import cloudpickle
 
-from streamlab.course import registry
 from streamlab.deadlines import finish
-from streamlab.grading import (
+from streamlab.kit import (
+    HEALTHY,
+    HUB_ARROW_SCHEMA,
+    HUB_SYSTEM_ARROW_SCHEMA,
+    INITIALIZING,
+    NO_DATA_BATCHES,
+    REPO_ROOT,
+    START,
+    TRANSITION_DDL,
+    TRANSITION_FIELDS,
+    UNHEALTHY,
     CheckFailed,
     exercise,
     expect_dataframe,
     expect_equal,
     expect_keys,
     expect_that,
+    heartbeat_line,
+    is_not_done,
+    query_cause,
+    registry,
+    session_conf,
+    spark_facts,
+    writer_setting,
 )
-from streamlab.grading.facts import spark_facts
-from streamlab.grading.stories import HUB_ARROW_SCHEMA, HUB_SYSTEM_ARROW_SCHEMA, START, is_not_done
-from streamlab.grading.verdict import query_cause
-from streamlab.paths import REPO_ROOT
 from streamlab.solutions import load_solution
-from streamlab.spark_private import writer_setting
 
 # Spark's Python workers cannot import this file: send what it defines by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
-FIELDS = ["machine_name", "status", "previous_status", "last_status_change_time"]
-NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 HOUR_MS = 3_600_000
 
 
@@ -127,8 +135,8 @@ def test_good_events_become_transitions_in_order(nb):
         )
     expect_equal(
         [list(t) for t in transitions],
-        [FIELDS] * 3,
-        f"Each transition should be a dict with exactly the keys {FIELDS}, in that order "
+        [TRANSITION_FIELDS] * 3,
+        f"Each transition should be a dict with exactly the keys {TRANSITION_FIELDS}, in that order "
         "(shown: each transition's keys).",
     )
     got = [(t["machine_name"], t["previous_status"], t["status"]) for t in transitions]
@@ -179,11 +187,11 @@ def test_times_with_an_offset_come_out_in_utc(nb):
 @exercise("8.3")
 def test_extra_fields_are_ignored(nb):
     transitions, quarantined = _decode(nb, [EventData(_body(site="Lyon", version=2))])
-    if not (quarantined == [] and [list(t) for t in transitions] == [FIELDS]):
+    if not (quarantined == [] and [list(t) for t in transitions] == [TRANSITION_FIELDS]):
         raise CheckFailed(
             "A status event with two more fields (site, version) is still a transition: keep "
             "the four fields and ignore the rest.",
-            expected=f"one transition with the keys {FIELDS}, nothing quarantined",
+            expected=f"one transition with the keys {TRANSITION_FIELDS}, nothing quarantined",
             actual=f"the transitions {transitions!r:.200}, quarantined with the reasons "
             f"{[reason for _, reason in quarantined]}",
         )
@@ -577,9 +585,6 @@ def test_settings_that_cannot_work_are_refused(nb, args, kwargs, what):
 
 # --- 8.1 · encoding, on Spark -----------------------------------------------------------------
 
-STATUS_DDL = (
-    "machine_name STRING, status STRING, previous_status STRING, last_status_change_time TIMESTAMP"
-)
 ROWS = [
     ("m1", INITIALIZING, None, START),
     ("m1", HEALTHY, INITIALIZING, START + timedelta(seconds=1, microseconds=123_456)),
@@ -609,7 +614,7 @@ EXPECTED_BODIES = [
 
 def _encoded(nb, spark) -> list:
     df = expect_dataframe(
-        nb.status_events(spark.createDataFrame(ROWS, STATUS_DDL)), "status_events"
+        nb.status_events(spark.createDataFrame(ROWS, TRANSITION_DDL)), "status_events"
     )
     got = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
     expect_equal(
@@ -631,7 +636,7 @@ def _check_bodies(rows, when: str) -> None:
         keys = [k for k, _ in body]
         expect_equal(
             keys,
-            FIELDS,
+            TRANSITION_FIELDS,
             f"A body should hold exactly these fields, in that order, null ones included "
             f"(to_json leaves nulls out unless ignoreNullFields is false); {when} one does not: "
             f"{row.body}",
@@ -659,18 +664,14 @@ def test_transitions_become_json_bodies_keyed_by_machine(nb, spark):
 
 @exercise("8.1", timeout=120)
 def test_the_body_does_not_depend_on_the_session_time_zone(nb, spark):
-    zone = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
-    try:
+    with session_conf(spark, {"spark.sql.session.timeZone": "America/New_York"}):
         rows = _encoded(nb, spark)
-    finally:
-        spark.conf.set("spark.sql.session.timeZone", zone)
     _check_bodies(rows, "in a session set to America/New_York")
 
 
 @exercise("8.1", timeout=60)
 def test_status_events_works_on_a_stream(nb, spark, tmp_path):
-    stream = spark.readStream.schema(STATUS_DDL).json(str(tmp_path))
+    stream = spark.readStream.schema(TRANSITION_DDL).json(str(tmp_path))
     df = nb.status_events(stream)
     if not (df.isStreaming and df.columns == ["body", "partitionKey"]):
         raise CheckFailed(
@@ -695,7 +696,7 @@ def _contract_events(transitions):
         "timeZone": "UTC",
     }
     return transitions.select(
-        F.to_json(F.struct(*FIELDS), options).alias("body"),
+        F.to_json(F.struct(*TRANSITION_FIELDS), options).alias("body"),
         F.col("machine_name").alias("partitionKey"),
     )
 
@@ -804,7 +805,7 @@ TRANSITION_COLUMNS = [
 
 def _heartbeat(machine: str, machine_time: str = "2026-11-22T10:00:00Z") -> tuple[str, bytes]:
     # Every heartbeat says 10:00:00 on the machine's clock: the pipeline must go by enqueue time.
-    return machine, json.dumps({"machine_name": machine, "machine_time": machine_time}).encode()
+    return machine, heartbeat_line(machine, machine_time).encode()
 
 
 def _write_events(
@@ -838,18 +839,16 @@ def _write_events(
 
 
 def _events_stream(spark, folder: Path, system_properties: bool = True):
-    from streamlab.eventhubs import SCHEMA, SYSTEM_SCHEMA
+    from streamlab.eventhubs import SCHEMA
+    from streamlab.kit import SYSTEM_SCHEMA
 
     schema = SYSTEM_SCHEMA if system_properties else SCHEMA
     return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(folder))
 
 
 def _run_available(spark, writer) -> None:
-    spark.conf.set(NO_DATA_BATCHES, "false")
-    try:
+    with session_conf(spark, {NO_DATA_BATCHES: "false"}):
         query = writer.trigger(availableNow=True).start()
-    finally:
-        spark.conf.unset(NO_DATA_BATCHES)
     if not query.awaitTermination(300):
         query.stop()
         raise CheckFailed(
@@ -1133,13 +1132,10 @@ def _wiring_trial(spark, root: Path) -> dict:
     with Hub(data_dir=root / "emulator", port=0) as hub:
         cs = hub.connection_string
         _send(cs, [("Producer 3", b"{oops"), _heartbeat("Producer 1"), _heartbeat("Producer 2")])
-        settings = _settings_for(cs, root / "checkpoint", trigger="500 milliseconds")
-        writer = monitor_writer_as_found(spark, settings, _processor(timeout_ms=1))
-        spark.conf.set(NO_DATA_BATCHES, "false")
-        try:
+        wiring = _settings_for(cs, root / "checkpoint", trigger="500 milliseconds")
+        writer = monitor_writer_as_found(spark, wiring, _processor(timeout_ms=1))
+        with session_conf(spark, {NO_DATA_BATCHES: "false"}):
             query = writer.trigger(availableNow=True).start()
-        finally:
-            spark.conf.unset(NO_DATA_BATCHES)
         finish(query, within=240, what="the trial of the wiring as found to read the hub")
         events = _status_events(cs)
     last = query.lastProgress["sources"][0]

@@ -31,25 +31,26 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamlab.deliveries import feed, read_deliveries, run_deliveries, write_deliveries
-from streamlab.grading import (
+from streamlab.kit import (
+    HEALTHY,
+    INITIALIZING,
+    START,
+    TRANSITION_DDL,
+    UNHEALTHY,
     CheckFailed,
     exercise,
     expect_dataframe,
     expect_equal,
     expect_keys,
     expect_that,
+    is_not_done,
+    query_cause,
+    spark_facts,
 )
-from streamlab.grading.facts import spark_facts
-from streamlab.grading.stories import START, is_not_done
-from streamlab.grading.verdict import query_cause
 
 # Spark's Python workers cannot import this file: send what it defines by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
-TRANSITION_DDL = (
-    "machine_name STRING, status STRING, previous_status STRING, last_status_change_time TIMESTAMP"
-)
 REGISTRY_DDL = "machine_name STRING, site STRING, owner STRING, session_gap_seconds INT"
 STORY_DDL = (
     "kind STRING, machine_name STRING, status STRING, previous_status STRING, "

@@ -15,7 +15,6 @@ does here and now, never against a copy of the answer. No check sleeps or reads 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,42 +25,49 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
-from streamlab.course import registry
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys
-from streamlab.grading.facts import spark_facts
-from streamlab.grading.verdict import query_cause
-from streamlab.kit.heartbeat import (
+from streamlab.kit import (
+    HEALTHY,
+    IGNORED,
+    INITIALIZING,
+    NO_DATA_BATCHES,
+    REFUSED,
+    REPO_ROOT,
+    RUNS,
+    START,
+    START_MS,
+    UNHEALTHY,
+    CheckFailed,
     Meter,
     ReferenceHeartbeatProcessor,
+    SparkChanged,
+    deliver_file,
+    exercise,
+    expect_equal,
+    expect_keys,
     handler_must_yield,
+    pinned_settings,
+    query_cause,
+    registry,
+    session_conf,
+    spark_facts,
 )
-from streamlab.paths import REPO_ROOT
 from streamlab.restart_trials import (
-    IGNORED,
-    REFUSED,
-    RUNS,
     batches,
     error_class,
-    pinned_settings,
     run_available_now,
-    session_conf,
     try_restart,
 )
 from streamlab.solutions import load_solution
-from streamlab.spark_private import SparkChanged, repartition_state
+from streamlab.spark_private import repartition_state
 from streamlab.tws_batches import pending_timers, spark_batch, spark_initial_state
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
-START = datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
-START_MS = round(START.timestamp() * 1000)
 #: Lab 05's default retire_after_ms: an Unhealthy machine silent that long leaves the state.
 DAY_MS = 24 * 3_600_000
 ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
-NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 LAB05 = load_solution("05")
 #: The notebook LAB05 comes from: the facts measured with it depend on it.
 LAB05_NOTEBOOK = registry.lab("05").notebook(REPO_ROOT / "solutions")
@@ -930,7 +936,6 @@ _mtime = [0]
 
 def _write(folder: Path, seconds, machines: dict) -> None:
     """One JSON file of lab 05 heartbeat rows, dated after every file written before."""
-    folder.mkdir(parents=True, exist_ok=True)
     _mtime[0] += 1
     rows = [
         {
@@ -941,9 +946,7 @@ def _write(folder: Path, seconds, machines: dict) -> None:
         for s in seconds
         for machine, partition in machines.items()
     ]
-    path = folder / f"{_mtime[0]:04d}.json"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    os.utime(path, (START.timestamp() + _mtime[0],) * 2)
+    deliver_file(folder, f"{_mtime[0]:04d}", rows, order=_mtime[0])
 
 
 def _source(spark, folder: Path):
