@@ -23,6 +23,7 @@ from streamlab.course.notebooks import exercise_id, read_cells, without_markers
 from streamlab.course.registry import find_exercise
 from streamlab.grading import answers, report, tries
 from streamlab.grading.attempt import DIAGNOSIS, PREDICTION
+from streamlab.grading.grade_file import GradeFileInvalid
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 
@@ -109,7 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     record = tries.reveal(exercise.id, answer_part(lab, exercise), BUILD_DIR / "first-tries.json")
     grade_file = BUILD_DIR / "grade.json"
-    graded = report.read_json(grade_file)
+    try:
+        graded = report.read_json(grade_file)
+    except GradeFileInvalid as refused:
+        print(f"{refused}: grade again (nox -s check) to see the reveal in it.", file=sys.stderr)
+        graded = None
     if (
         graded is not None
         and graded.get("status") == "graded"
