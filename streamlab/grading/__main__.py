@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         text = str(error).rstrip(".")
         print(f"{text[:1].upper()}{text[1:]}.", file=sys.stderr)
         return USAGE
-    missing = [lab for lab in chosen if not lab.check_file.exists()]
+    missing = [lab for lab in chosen if not lab.checks.exists()]
     if missing:
         print(
             "No checks for lab(s) "

@@ -32,11 +32,13 @@ def answer_part(lab: registry.Lab, exercise: registry.Exercise) -> str:
     it) or ``""``: what a reveal before any try counts as missed."""
     if exercise.kind == "predict":
         return PREDICTION
-    try:
-        tree = ast.parse(lab.check_file.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
-        return ""
-    for node in ast.walk(tree):
+    trees = []
+    for check in lab.check_files:
+        try:
+            trees.append(ast.parse(check.read_text(encoding="utf-8")))
+        except (OSError, SyntaxError):
+            continue
+    for node in (node for tree in trees for node in ast.walk(tree)):
         if (
             isinstance(node, ast.Call)
             and getattr(node.func, "id", None) == "exercise"
