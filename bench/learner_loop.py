@@ -110,14 +110,14 @@ class Grader:
         return seconds, timings
 
     def settle(self, env: dict[str, str]) -> None:
-        """Wait until no warm child is warming up: the last one started is ready, or none is."""
+        """Wait until no warm child is warming up: those started are ready, or none is."""
         deadline = time.monotonic() + 600
         while True:
             state = subprocess.run(
                 [
                     sys.executable,
                     "-c",
-                    "from streamlab.grading import warm; print(warm.readiness())",
+                    "from streamlab.grading import warm; print(warm.warming())",
                 ],
                 env=env,
                 capture_output=True,
@@ -125,7 +125,7 @@ class Grader:
                 timeout=60,
                 check=True,
             ).stdout.strip()
-            if state != "warming":
+            if state == "False":
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError("no warm grading child was ready within 600 s")

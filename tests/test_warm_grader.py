@@ -35,6 +35,8 @@ def warm_env(tmp_path):
         "STREAMLAB_WARM_GRADER": "1",
         "STREAMLAB_BUILD_DIR": str(tmp_path / "build"),
         "PYTHONPATH": path,
+        # One child at a time, unless a test says otherwise: each costs a JVM's start.
+        "STREAMLAB_WARM_CHILDREN": "1",
     }
     yield env
     warm_grader("stop()", env)
@@ -113,6 +115,23 @@ def test_a_grading_that_comes_while_the_child_warms_up_takes_it_at_the_next_step
     taken = [line for line in _log(warm_env).splitlines() if "taken by a grading after" in line]
     assert len(taken) == 1 and ", skipping " in taken[0], _log(warm_env)
     assert "a transformWithState query" in taken[0]
+
+
+def test_a_regrade_right_after_a_verdict_takes_the_child_that_was_ready(warm_env, tmp_path):
+    # Two warm children, warmed one after the other: a grading takes a ready one, and the
+    # regrade that comes at once, while the child that grading started warms up, takes the
+    # other, ready too, instead of the one still warming up.
+    env = {**warm_env, "STREAMLAB_WARM_CHILDREN": "2"}
+    warm_grader("start()", env)
+    _ready(env, 2)
+    assert warm_grader("warming()", env) == "False"
+    for _ in range(2):
+        graded = _grade(env, REPO_ROOT / "solutions", tmp_path, "--exercise", "0.2")
+        assert graded["timings"]["warm"] == 1
+        assert _exercises(graded)["0.2"]["status"] == "passed"
+        # The child the grading started is warming up as the next grading comes.
+        assert warm_grader("warming()", env) == "True"
+    assert "taken by a grading after" not in _log(env), _log(env)
 
 
 def test_a_keeper_knows_when_another_took_its_socket_name(tmp_path):

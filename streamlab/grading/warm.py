@@ -25,6 +25,12 @@ Two processes make one warm child, in a process group of their own:
   :mod:`streamlab.grading.child` with the event pipe and the log file passed along
   (``SCM_RIGHTS``).
 
+A course folder keeps :func:`children` warm children (two unless ``STREAMLAB_WARM_CHILDREN``
+says otherwise), each with its keeper and socket, warmed one at a time: a keeper whose child is
+ready starts the next keeper, and a grading takes a ready child before one still warming up.
+So a regrade that comes right after a verdict, while the child that grading started warms
+up, finds the other one ready.
+
 ``STREAMLAB_WARM_GRADER=0`` turns all of it off (the course's own tests do, except those of
 this module); gradings then start every child from cold.
 """
@@ -42,6 +48,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -51,6 +58,10 @@ from streamlab.paths import BUILD_DIR, REPO_ROOT
 
 #: ``0`` turns warm children off.
 ENABLE_ENV = "STREAMLAB_WARM_GRADER"
+#: How many warm children a course folder keeps (default :data:`CHILDREN`, at most
+#: :data:`MOST_CHILDREN`).
+CHILDREN_ENV = "STREAMLAB_WARM_CHILDREN"
+CHILDREN, MOST_CHILDREN = 2, 4
 #: A warm child that no grading claims within this many seconds ends, with its JVM.
 IDLE_LIMIT = 60 * 60.0
 #: How long a grading waits for a warm child that is still warming up before it starts its
@@ -70,6 +81,7 @@ _NOT_SETTINGS = (
     "STREAMLAB_GRADING_FD",
     "PYTHONUNBUFFERED",
     ENABLE_ENV,
+    CHILDREN_ENV,
     "PYSPARK_PYTHON",
     "PYSPARK_DRIVER_PYTHON",
 )
@@ -79,10 +91,25 @@ def enabled() -> bool:
     return os.environ.get(ENABLE_ENV, "1") != "0"
 
 
-def socket_path() -> Path:
-    """The keeper's socket: one per course folder, build folder and Python."""
+def children(environ: Mapping[str, str] | None = None) -> int:
+    """How many warm children the gradings of ``environ`` (default: this process's) keep."""
+    environ = os.environ if environ is None else environ
+    try:
+        wanted = int(environ.get(CHILDREN_ENV, CHILDREN))
+    except ValueError:
+        wanted = CHILDREN
+    return min(max(wanted, 1), MOST_CHILDREN)
+
+
+def socket_path(slot: int = 0) -> Path:
+    """A keeper's socket: ``slot`` of those of a course folder, build folder and Python."""
     key = f"{sys.executable}\0{REPO_ROOT}\0{BUILD_DIR}".encode()
-    return Path(tempfile.gettempdir()) / f"streamlab-grader-{hashlib.sha256(key).hexdigest()[:16]}"
+    name = f"streamlab-grader-{hashlib.sha256(key).hexdigest()[:16]}"
+    return Path(tempfile.gettempdir()) / (f"{name}-{slot}" if slot else name)
+
+
+def _slots(environ: Mapping[str, str] | None = None) -> list[Path]:
+    return [socket_path(slot) for slot in range(children(environ))]
 
 
 def settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -102,19 +129,23 @@ def settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 # --- the grading's side ---------------------------------------------------------------------
 
 
-def start(environ: Mapping[str, str] | None = None) -> None:
-    """Start a warm child for the next grading, unless one is there or warm children are off.
+def start(environ: Mapping[str, str] | None = None, *, ready: Path | None = None) -> None:
+    """Start a warm child for the gradings to come, unless warm children are off, one is
+    warming up already (it starts the next when it is ready), or every slot has one.
 
-    ``environ`` is the environment of the gradings to come (default: this process's).
+    ``environ`` is the environment of the gradings to come (default: this process's);
+    ``ready`` is the socket of a keeper calling this as its own child is ready.
     Returns at once: the keeper runs detached, in a session of its own, its output in
     :data:`LOG`. Never raises: without a warm child the next grading starts from cold.
     """
     environ = os.environ if environ is None else environ
     if environ.get(ENABLE_ENV, "1") == "0":
         return
-    path = socket_path()
-    if _answers(path):
+    states = {path: "ready" if path == ready else _state(path) for path in _slots(environ)}
+    empty = [path for path, state in states.items() if state == "none"]
+    if "warming" in states.values() or not empty:
         return
+    path = empty[0]
     try:
         LOG.parent.mkdir(parents=True, exist_ok=True)
         with open(LOG, "ab") as log:
@@ -133,9 +164,18 @@ def start(environ: Mapping[str, str] | None = None) -> None:
 
 
 def stop() -> bool:
-    """End the warm child of this course folder, waiting or still warming up; True when
+    """End the warm children of this course folder, waiting or still warming up; True when
     there was one."""
-    path = socket_path()
+    ended = False
+    # Twice: a keeper whose child got ready as the first round ended it may have started the
+    # next one.
+    for _ in range(2):
+        for slot in range(MOST_CHILDREN):
+            ended = _stop(socket_path(slot)) or ended
+    return ended
+
+
+def _stop(path: Path) -> bool:
     keepers = set()
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as link:
@@ -173,9 +213,20 @@ def _pid_file(path: Path) -> Path:
 
 
 def readiness() -> str:
-    """``"ready"``, ``"warming"`` (started, not ready yet) or ``"none"``: the warm child of
-    this course folder, as a grading starting now would find it."""
-    path = socket_path()
+    """``"ready"`` (a warm child is ready), ``"warming"`` (one is started, none ready yet) or
+    ``"none"``: the warm children of this course folder, as a grading starting now would find
+    them."""
+    states = [_state(path) for path in _slots()]
+    return next((s for s in ("ready", "warming") if s in states), "none")
+
+
+def warming() -> bool:
+    """Whether a warm child of this course folder is warming up (another may be ready)."""
+    return any(_state(path) == "warming" for path in _slots())
+
+
+def _state(path: Path) -> str:
+    """``"ready"``, ``"warming"`` or ``"none"``: the keeper of one socket and its child."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as link:
             link.settimeout(5)
@@ -240,28 +291,70 @@ def claim(
     env: dict[str, str],
     waiting: Callable[[], None] | None = None,
 ) -> WarmChild | None:
-    """Hand one grading to the warm child, if a fresh one is there; None means start from cold.
+    """Hand one grading to a warm child, if a fresh one is there; None means start from cold.
 
-    ``env`` is the environment a cold child would get; the warm child must match its settings.
-    ``waiting`` is called about once a second while the child is still warming up.
+    A ready child is taken before one still warming up, which takes the grading at its next
+    step. ``env`` is the environment a cold child would get; the warm child must match its
+    settings. ``waiting`` is called about once a second while the child is still warming up.
     """
     if not enabled():
         return None
-    link = _connect(socket_path())
-    if link is None:
-        return None
-    try:
+    job = {"args": args, "settings": settings(env)}
+    warming = []
+    for path in _slots():
+        link = _connect(path, within=0)
+        if link is None:
+            if _started_keeper(path) is not None:
+                warming.append(path)
+            continue
         messages = _Messages(link)
-        keeper = int(messages.read()["keeper"])
-        job = {"args": args, "settings": settings(env)}
-        socket.send_fds(link, [json.dumps(job).encode() + b"\n"], [events_fd, log_fd])
+        try:
+            hello = messages.read()
+        except (OSError, ValueError):
+            link.close()
+            continue
+        if not hello.get("ready"):
+            link.close()  # the keeper lets a link go that sends no job
+            warming.append(path)
+            continue
+        child = _hand(messages, hello, job, (events_fd, log_fd), waiting)
+        if child is not None:
+            return child
+    for path in warming:
+        link = _connect(path)
+        if link is None:
+            continue
+        messages = _Messages(link)
+        try:
+            hello = messages.read()
+        except (OSError, ValueError):
+            link.close()
+            continue
+        child = _hand(messages, hello, job, (events_fd, log_fd), waiting)
+        if child is not None:
+            return child
+    return None
+
+
+def _hand(
+    messages: _Messages,
+    hello: dict,
+    job: dict,
+    fds: tuple[int, int],
+    waiting: Callable[[], None] | None,
+) -> WarmChild | None:
+    """Send ``job`` to the keeper that said ``hello``: its child, or None when it was stale."""
+    link = messages.link
+    try:
+        keeper = int(hello["keeper"])
+        socket.send_fds(link, [json.dumps(job).encode() + b"\n"], list(fds))
         try:
             answer = _answer_within(messages, READY_WITHIN, waiting)
         except TimeoutError:
             _kill_group(keeper)
             raise
         if "pid" not in answer:
-            # Stale: the keeper ends the child; the grading starts a fresh one from cold.
+            # Stale: the keeper ends the child; the grading tries the next, or starts from cold.
             _note(f"a warm grading child was not used: {answer.get('stale', answer)}")
             link.close()
             return None
@@ -271,15 +364,15 @@ def claim(
         return None
 
 
-def _connect(path: Path) -> socket.socket | None:
+def _connect(path: Path, within: float = LISTENING_WITHIN) -> socket.socket | None:
     """A link to the keeper at ``path``; None when there is none to wait for.
 
     A keeper that start() has just left (the grading before ended a moment ago) is given
-    :data:`LISTENING_WITHIN` to bind its socket: its child is already ahead of a cold start.
+    ``within`` seconds to bind its socket: its child is already ahead of a cold start.
     One that does not listen by then is ended, so that the cold child does not share the
-    machine with a child warming up for nobody.
+    machine with a child warming up for nobody. ``within=0`` only tries once, ending nothing.
     """
-    deadline = time.monotonic() + LISTENING_WITHIN
+    deadline = time.monotonic() + within
     while True:
         link = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         link.settimeout(5)
@@ -289,7 +382,7 @@ def _connect(path: Path) -> socket.socket | None:
         except OSError:
             link.close()
         keeper = _started_keeper(path)
-        if keeper is None:
+        if keeper is None or within <= 0:
             return None
         if time.monotonic() > deadline:
             _note(f"the keeper {keeper} did not listen within {LISTENING_WITHIN:g} s: ended")
@@ -403,6 +496,7 @@ def keeper(path: Path) -> int:
         return 0
     finally:
         listener.close()
+        _forget_pid(path)
         if child.poll() is None:
             child.kill()
             child.wait()
@@ -449,10 +543,13 @@ def _wait_for_job(listener, from_child, child, path):
                     ready = True
                     _note(_ready_note(child.pid, said))
                     selector.unregister(from_child.link)
+                    # The next slot's child warms up now, not beside this one's.
+                    threading.Thread(target=start, kwargs={"ready": path}, daemon=True).start()
                     continue
                 grading, job, fds = _take_job(listener, ready)
                 if grading is not None:
                     _unlink(path, inode)
+                    _forget_pid(path)
                     return grading, job, fds
         _note(f"warm grading child {child.pid} unclaimed for {IDLE_LIMIT / 60:g} min: ended")
         return None, None, None
@@ -493,6 +590,15 @@ def _take_job(listener: socket.socket, ready: bool):
         os.close(fd)
     grading.close()
     return None, None, None
+
+
+def _forget_pid(path: Path) -> None:
+    """Remove start()'s note of this keeper: its slot is free for the next one."""
+    try:
+        if _pid_file(path).read_text() == str(os.getpid()):
+            _pid_file(path).unlink()
+    except OSError:
+        pass
 
 
 def _identity(path: Path) -> tuple[int, int, int] | None:
