@@ -438,13 +438,14 @@ def test_parse_prediction_matches_spark(nb, spark):
     hint = ""
     if any(bodies[i].startswith(b"{") and answer[i][1] is None for i in wrong):
         hint = (
-            "A time in another offset is converted to UTC, and a number where a timestamp is "
-            "expected is read as seconds since 1970."
+            "You wrote null for a time Spark reads: a timestamp field takes more than one form "
+            "of value. For each such body, ask what the schema's type can make of the value "
+            "before you write null."
         )
     elif wrong:
         hint = (
-            "Field names are matched exactly, case included, and a number where a string is "
-            "expected becomes its text."
+            "For each wrong body, ask how strictly the schema's field names are compared with "
+            "the body's, and what the schema's type makes of a value of another JSON type."
         )
     expect_equal(
         answer,

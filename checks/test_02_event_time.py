@@ -18,7 +18,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from streamlab.deadlines import drain, finish
-from streamlab.grading import CheckFailed, exercise, expect_dataframe, expect_equal, expect_keys
+from streamlab.grading import (
+    CheckFailed,
+    exercise,
+    expect_dataframe,
+    expect_equal,
+    expect_keys,
+    expect_that,
+)
 from streamlab.grading.facts import spark_facts
 from streamlab.kit.stories import START, deliver_file
 
@@ -481,9 +488,9 @@ def test_late_data_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir)
     hint = ""
     if answer["dropped"] > spark_says["dropped"]:
         hint = (
-            "You drop more than Spark: a row older than the watermark still counts while its "
-            "window is open, and a batch filters late rows with the watermark of the batch "
-            "before it."
+            "You drop more than Spark: being older than a watermark is not what drops a row from "
+            "a windowed count. For each row you dropped, ask which batch's watermark it is "
+            "filtered against, and what that watermark had done to the row's window."
         )
     elif answer["emitted"] != spark_says["emitted"]:
         hint = (
@@ -578,8 +585,8 @@ BOARD_FIX_HINT = (
 )
 #: What a failed fix of 2.6 is about.
 REPLAY_FIX_HINT = (
-    "A replay has the same body as the original but a later event_time: the key must hold no "
-    "event-time column, and the state must still forget keys once the watermark has passed."
+    "Set a replay beside the heartbeat it repeats: which of their columns tell them apart? Then "
+    "read, in the documentation of section 5's two operators, when each forgets a key."
 )
 
 
@@ -677,8 +684,8 @@ def test_live_counts_hold_the_latest_count_per_window(nb, spark, tmp_path, check
         "latest count.",
         show=show,
         hint=(
-            "The table holds a window twice: the memory sink adds every row a batch hands it, "
-            "and this mode hands over a window again each time its count changes."
+            "The table holds a window twice: weigh each output mode against what your "
+            "diagnosis found the sink does with the rows a batch hands it."
             if repeated
             else ""
         ),
@@ -717,8 +724,8 @@ def _start_dedup(nb, spark, folder, delay, name, checkpoint_dir) -> StreamingQue
         )
     except AnalysisException as error:
         raise CheckFailed(
-            "Spark refused the query: dropDuplicatesWithinWatermark needs a watermark on the "
-            f"heartbeats first. (Spark said: {str(error).splitlines()[0][:200]})"
+            "Spark refused the query drop_replays() builds. "
+            f"(Spark said: {str(error).splitlines()[0][:200]})"
         ) from None
 
 
@@ -800,67 +807,57 @@ def test_the_diagnosis_is_what_spark_shows_of_the_first_version(nb, spark, tmp_p
 @exercise("2.6", timeout=180, part="fix", hint=REPLAY_FIX_HINT)
 def test_replayed_heartbeats_are_dropped(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
+    replay = beat("m1", 1, enqueued=3)
+    # m3's clock runs a minute behind the hub's: its heartbeat is no replay, and on time. It
+    # comes a batch after the others, which ran with the watermark they moved.
+    behind = beat("m3", -50, enqueued=5)
     deliver_file(folder, "a", [beat("m1", 1), beat("m2", 1)], order=0)
-    deliver_file(folder, "b", [beat("m1", 1, enqueued=3), beat("m1", 2, enqueued=4)], order=1)
+    deliver_file(folder, "b", [replay, beat("m1", 2, enqueued=4)], order=1)
+    deliver_file(folder, "c", [behind], order=2)
     query = _start_dedup(nb, spark, folder, "30 seconds", "check_2_6", checkpoint_dir)
     drain(query, within=240, what="the check's query to process the files written so far")
     got = _dedup_rows(spark, "check_2_6")
+    expected = [("m1", hhmmss(1), hhmmss(1)), ("m2", hhmmss(1), hhmmss(1))]
+    expected += [("m1", hhmmss(2), hhmmss(4)), ("m3", hhmmss(-50), hhmmss(5))]
     expect_equal(
         got,
-        sorted(
-            [
-                ("m1", hhmmss(1), hhmmss(1)),
-                ("m2", hhmmss(1), hhmmss(1)),
-                ("m1", hhmmss(2), hhmmss(4)),
-            ]
-        ),
+        sorted(expected),
         "The replay of m1's 10:00:01 heartbeat (same body, stored again at 10:00:03) is "
-        "dropped; every other heartbeat stays.",
+        "dropped; every other heartbeat stays, m3's too, whose clock runs a minute behind.",
         show=_beats,
         hint=(
-            "A replay has the same body as the original but a later event_time: a key that "
-            "holds event_time never matches it."
-            if len(got) == 4
+            "The replay went through: set it beside the heartbeat it repeats, and ask which of "
+            "their columns your de-duplication compares."
+            if ("m1", hhmmss(1), hhmmss(3)) in got
+            else "m3's heartbeat is no replay, and the hub stored it on time; only its "
+            "machine's clock runs behind."
+            if ("m3", hhmmss(-50), hhmmss(5)) not in got
             else ""
         ),
     )
-    operators = sorted(
-        {op["operatorName"] for p in query.recentProgress for op in p.get("stateOperators", [])}
-    )
-    expect_equal(
-        operators,
-        ["dedupeWithinWatermark"],
-        "The replays are gone, but the query's state operator is not the one that forgets "
-        "keys whose columns hold no event time: this state would keep every key forever.",
-        hint="dropDuplicates forgets a key only when the event-time column is part of it.",
-    )
 
 
-@exercise("2.6", timeout=90, part="fix", hint=REPLAY_FIX_HINT)
-def test_a_replay_later_than_the_delay_goes_through(nb, spark, tmp_path, checkpoint_dir):
+@exercise("2.6", timeout=120, part="fix", hint=REPLAY_FIX_HINT)
+def test_the_state_forgets_a_heartbeat_once_past_the_delay(nb, spark, tmp_path, checkpoint_dir):
     folder = tmp_path / "in"
-    # m2's heartbeat at 10:00:10 moves a 2-second watermark to 10:00:08, past m1's first
-    # heartbeat (10:00:01) plus 2 s: the next batch, run with it, forgets m1's key, and the
-    # replay, one batch later, counts again.
-    deliver_file(folder, "a", [beat("m1", 1), beat("m2", 10)], order=0)
-    deliver_file(folder, "b", [beat("m2", 11)], order=1)
-    deliver_file(folder, "c", [beat("m1", 1, enqueued=12)], order=2)
+    # With a delay of 2 s, m2's heartbeat stored at 10:00:10 takes the stream's event time 8 s
+    # past the heartbeats stored at 10:00:01 plus the delay: no replay of them can come within
+    # the delay any more, and the batches after it may hold only the two latest.
+    deliver_file(folder, "a", [beat("m1", 1), beat("m2", 1)], order=0)
+    deliver_file(folder, "b", [beat("m2", 10)], order=1)
+    deliver_file(folder, "c", [beat("m2", 11)], order=2)
     query = _start_dedup(nb, spark, folder, "2 seconds", "check_2_6_delay", checkpoint_dir)
     drain(query, within=240, what="the check's query to process the files written so far")
-    expect_equal(
-        _dedup_rows(spark, "check_2_6_delay"),
-        sorted(
-            [
-                ("m1", hhmmss(1), hhmmss(1)),
-                ("m2", hhmmss(10), hhmmss(10)),
-                ("m2", hhmmss(11), hhmmss(11)),
-                ("m1", hhmmss(1), hhmmss(12)),
-            ]
-        ),
-        "With a delay of 2 seconds, a replay that comes after a batch ran with a watermark "
-        "past the first one's event time plus 2 s is not remembered any more: it goes through.",
-        show=_beats,
-        hint="Is the delay argument the watermark's delay, rather than a fixed duration?",
+    reports = ran(query)
+    held = sum(op.get("numRowsTotal", 0) for op in reports[-1].get("stateOperators", []))
+    expect_that(
+        held <= 2,
+        "With a delay of 2 seconds, once m2's heartbeat stored at 10:00:10 has been read, the "
+        "heartbeats stored at 10:00:01 can have no replay within the delay: the state, after "
+        "the last batch, should hold no more than the two heartbeats stored since 10:00:10.",
+        expected="at most 2 rows in the state (numRowsTotal over the state operators)",
+        actual=f"{held} rows",
+        hint="Does the query forget by event time, with the delay argument as its delay?",
     )
 
 

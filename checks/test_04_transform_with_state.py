@@ -717,7 +717,8 @@ def test_what_twstester_emits(nb):
         [(r.previous_status, r.status) for r in rows],
         "TWSTESTER_EMITS: what setProcessingTime(5000) and then test('m1', beat) emit, as "
         "(previous_status, status), for a machine that beat once at 0 ms (timeout 5000 ms).",
-        hint="setProcessingTime fires every due timer at once, before the rows you pass next.",
+        hint="Read the two calls as two steps of their own: what can each return by itself, "
+        "given what the processor has seen before it?",
     )
 
 
@@ -968,6 +969,7 @@ def test_the_counts_outlive_micro_batches_and_restarts(nb, spark, tmp_path, chec
         "HeartbeatCounter(every=5) on Spark: m1 sends 3, 3 and 4 heartbeats in three "
         "micro-batches, m2 6 and then 1; the third batch runs after a restart on the same "
         "checkpoint. Rows as (machine_name, heartbeats).",
-        hint="A micro-batch runs on a fresh copy of the processor (init runs again in every "
-        "task): a count that must outlive the batch belongs in a state variable.",
+        hint="The counts do not carry from one micro-batch to the next as Spark runs them: "
+        "ask how long a processor object lives on Spark, and where Spark keeps what must "
+        "outlive a batch and a restart.",
     )

@@ -1282,8 +1282,9 @@ def test_registered_listener_hears_every_batch(nb, spark, tmp_path, checkpoint_d
 
 UNSET_KEY = "spark.streamlab.check.unsetBefore"
 SETTINGS_HINT = (
-    "spark.conf.unset forgets a key, and Spark's own default applies, not the value the "
-    "session had: remember each key's value before the block and set it back after."
+    "After the block each key must hold what the session had before it, for a key it had and "
+    "for one it had not: read spark.conf.get(key, None) before the block and after it, and ask "
+    "what your way of putting a key back gives in each case."
 )
 
 
@@ -1432,13 +1433,15 @@ def test_the_session_is_restored_when_the_block_raises(nb, spark):
             "swallowed it.",
             expected="the KeyError raised inside the block",
             actual="no exception",
-            hint="Put the restoring code in a finally: clause and do not catch the error.",
+            hint="Your block swallowed the exception: a helper that puts settings back must "
+            "not hide an error from its caller.",
         )
     expect_equal(
         after,
         before,
         "When the block raises, the session should still get its settings back.",
-        hint="A try: ... finally: around the yield runs the restoring code in both cases.",
+        hint="When the block raises, the exception comes back into your generator at its "
+        "yield: ask which of your lines still run then.",
     )
 
 
@@ -1516,9 +1519,9 @@ def test_the_predicted_files_are_what_spark_writes(nb, spark, tmp_path):
         "Two batches in snapshot mode, then a restart on the same checkpoint with two batches "
         "in changelog mode: PREDICTED_FILES should be what state_files lists for each "
         "partition (expected: what Spark wrote on the same input).",
-        hint="Every state store instance commits a version in every batch, whether the batch "
-        "had rows for its partition or not, numbered batch id + 1; the kind of each commit is "
-        "that of the mode in force when it was made.",
+        hint="Set your lists beside the batches of both runs: which batch makes each version, "
+        "whether a partition without rows in a batch commits, and what decides the kind of "
+        "file each commit writes.",
     )
 
 

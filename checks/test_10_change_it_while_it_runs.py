@@ -870,9 +870,9 @@ def test_migration_timer_is_never_in_the_past(nb):
         "Migrated at 100 s: `late` (Healthy, last heartbeat 90 s) is past its deadline (95 s), "
         "`gone` (50 s) and `dead` (40 s) are Unhealthy and retire retire_after_ms (a day, the "
         "default) after their last heartbeat. The pending timers per partition, ms after START:",
-        hint="A deadline already passed gets a timer just after now (now + 1); a partition whose "
-        "machines are all Unhealthy waits for its first retirement (last heartbeat + "
-        "retire_after_ms).",
+        hint="Set each partition's pending timers beside what the statement asks of a "
+        "partition after the first batch, for a deadline still ahead and for one already "
+        "passed.",
     )
     out = _spark_batch(tester, START_MS + 100_500, {})
     expect_equal(

@@ -80,7 +80,9 @@ NOTEBOOK_API: dict[str, str] = {
     "streamlab.delta.delta_writer": "df.writeStream.foreachBatch(delta_writer(table))",
     "streamlab.delta.fan_out": "df.writeStream.foreachBatch(fan_out(delta_writer(a), delta_writer(b)))",
     "streamlab.delta.read_table": "read_table(table)",
-    # An answer cell in labs/ runs once its exercise has been graded
+    # An answer cell in labs/ runs once its exercise has been graded (require_graded: the
+    # guard line a notebook saved before answer_cell came starts its answer cells with)
+    "streamlab.grading.answer_cell": 'answer_cell("2.4", "c31")   # shows and runs the solved cell c31 once %check 2.4 ran',
     "streamlab.grading.require_graded": 'require_graded("2.4")   # stops the cell until %check 2.4 ran',
     "streamlab.grading.heartbeat_checks.Meter": "meter = Meter(tester); meter.take()",
 }

@@ -2,21 +2,23 @@
 
 A solution notebook tags the cells after an exercise's ``%check`` that explain or show its
 answer ``answer-N.M``. In ``labs/`` a markdown one is a one-line placeholder that says where
-the text opens, and a code one keeps its code behind a guard that stops it, with one sentence,
-until N.M has been graded once.
+the text opens, and a code one holds only a call that stops it, with one sentence, until N.M
+has been graded once, then shows and runs the solved cell's code.
 """
 
 from __future__ import annotations
 
 import json
 
+import nbformat
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from streamlab.course import registry
-from streamlab.course.notebooks import answer_id
+from streamlab.course.notebooks import answer_id, read_cells, source
 from streamlab.grading import tries
+from streamlab.paths import REPO_ROOT
 from streamlab.tooling.authoring import AuthoringError, make_lab_notebook
 
 LAB = registry.lab("02")
@@ -70,26 +72,36 @@ def test_consecutive_answer_cells_of_one_exercise_share_one_placeholder():
     assert "Batch 3" not in cells[0].source
 
 
-def test_an_answer_code_cell_keeps_its_code_behind_a_guard_line():
+def test_an_answer_code_cell_holds_only_the_call_that_runs_it_once_graded():
+    code = _tagged(new_code_cell(MEASURED), f"answer-{PREDICT}")
     cells = _generated(
         _tagged(new_markdown_cell(TOLD), f"answer-{PREDICT}"),
-        _tagged(new_code_cell(MEASURED), f"answer-{PREDICT}"),
+        code,
         _tagged(new_markdown_cell("Batch 3 closed the window."), f"answer-{PREDICT}"),
     )
     assert [c.cell_type for c in cells] == ["markdown", "code", "markdown"]
-    guard, *code = cells[1].source.splitlines()
-    assert guard == f'from streamlab.grading import require_graded; require_graded("{PREDICT}")'
-    assert "\n".join(code) == MEASURED
+    assert cells[1].source == (
+        f'from streamlab.grading import answer_cell; answer_cell("{PREDICT}", "{code.id}")'
+    )
     assert answer_id(cells[1]) == PREDICT
     # The text after the code is the same run of answer cells: its placeholder said it all.
     assert cells[2].source == "## What comes next"
 
 
-def test_a_cell_magic_stays_the_first_line_of_a_guarded_cell():
-    [cell, _] = _generated(_tagged(new_code_cell("%%time\n" + MEASURED), f"answer-{PREDICT}"))
-    lines = cell.source.splitlines()
-    assert lines[0] == "%%time" and lines[1].startswith("from streamlab.grading import")
-    assert "\n".join(lines[2:]) == MEASURED
+def test_no_line_of_an_answer_code_cell_is_in_the_learners_notebook():
+    calls = 0
+    for lab in registry.labs():
+        solved = {c.get("id"): c for c in read_cells(lab.notebook(REPO_ROOT / "solutions"))}
+        for cell in read_cells(lab.notebook(REPO_ROOT / "labs")):
+            exercise = answer_id(cell)
+            if exercise is None or cell["cell_type"] != "code":
+                continue
+            calls += 1
+            assert source(cell) == (
+                f'from streamlab.grading import answer_cell; answer_cell("{exercise}", "{cell["id"]}")'
+            ), f"{lab.name}: {source(cell)[:200]}"
+            assert answer_id(solved[cell["id"]]) == exercise
+    assert calls > 40
 
 
 def test_an_answer_tag_for_an_exercise_the_lab_does_not_have_is_refused():
@@ -124,9 +136,26 @@ def _run_in_a_shell(source: str, capsys):
         InteractiveShell.clear_instance()
 
 
-def test_the_guard_stops_the_cell_with_one_sentence_until_the_exercise_is_graded(record, capsys):
-    guarded = f'from streamlab.grading import require_graded; require_graded("{PREDICT}")\n'
-    result, shown = _run_in_a_shell(guarded + "print('the answer ran')", capsys)
+@pytest.fixture
+def solved(tmp_path):
+    """A solutions folder whose lab 02 notebook has one answer code cell of PREDICT."""
+    notebook = new_notebook()
+    cell = _tagged(
+        new_code_cell("shown = 6 * 7\nprint('the answer ran')\nshown"), f"answer-{PREDICT}"
+    )
+    notebook.cells = [cell]
+    path = LAB.notebook(tmp_path / "solutions")
+    path.parent.mkdir(parents=True)
+    nbformat.write(notebook, path)
+    return tmp_path / "solutions", cell.id
+
+
+def test_an_answer_cell_stops_with_one_sentence_until_graded_then_shows_and_runs_its_code(
+    record, solved, capsys
+):
+    folder, cell_id = solved
+    call = f'from streamlab.grading import answer_cell; answer_cell("{PREDICT}", "{cell_id}", {str(folder)!r})\n'
+    result, shown = _run_in_a_shell(call, capsys)
     assert result.error_in_exec is not None  # Run All stops here
     text = (shown.out + shown.err).strip()
     assert "Traceback" not in text and "the answer ran" not in text
@@ -134,14 +163,30 @@ def test_the_guard_stops_the_cell_with_one_sentence_until_the_exercise_is_graded
     assert f"`%check {PREDICT}`" in text and PREDICT in text
 
     record.write_text(json.dumps({"exercises": {PREDICT: {"graded": True}}}))
-    result, shown = _run_in_a_shell(guarded + "print('the answer ran')", capsys)
-    assert result.success and "the answer ran" in shown.out
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_line_magic("load_ext", "streamlab")
+        result = shell.run_cell(call + "twice = shown * 2")
+        out = capsys.readouterr().out
+        assert result.success, out
+        # It showed its code, ran it (its last expression displayed) in the notebook's names.
+        assert "shown = 6 * 7" in out and "the answer ran" in out and "42" in out
+        assert shell.user_ns["twice"] == 84
+    finally:
+        InteractiveShell.clear_instance()
 
 
-def test_a_revealed_exercise_opens_its_guarded_cells(record):
+def test_a_revealed_exercise_opens_its_answer_cells(record):
     from streamlab.grading import require_graded
 
     with pytest.raises(tries.NotGradedYet):
         require_graded(PREDICT)
     record.write_text(json.dumps({"exercises": {PREDICT: {"revealed": True}}}))
     require_graded(PREDICT)
+
+
+def test_an_answer_cell_missing_from_the_solutions_says_how_to_restore_it(record, solved):
+    folder, _ = solved
+    record.write_text(json.dumps({"exercises": {PREDICT: {"graded": True}}}))
+    with pytest.raises(tries.AnswerCellFailed, match="git checkout --"):
+        tries.answer_cell(PREDICT, "no-such-cell", folder)

@@ -18,7 +18,11 @@ may be read before the exercise passes:
 - (c) on ``site/spark-errors.md`` (folds as in (b)), and in what ``streamlab/spark_errors.py``
   adds to an error's message, which a notebook prints whenever Spark raises;
 - (d) in hint tiers 1 to 3 of any exercise of the same lab (``course.toml``): a hint leads,
-  it does not settle. 9.6's hints come after its diagnosis, 9.5, and are left out for it.
+  it does not settle. 9.6's hints come after its diagnosis, 9.5, and are left out for it;
+- (e) in the hints the lab's checks carry (``hint=`` in ``checks/``), shown with a failure,
+  before the exercise passes: every string such an argument can be, its names followed to
+  where they are bound (the check, a helper's callers, the module) and a helper to what it
+  returns. As in (d), 9.6's checks' hints are left out for 9.5.
 
 What opens with N.M (its answer cells, its folds) may also hold the crux of an exercise before
 it (3.4's explanation retells 3.3's run), and of an exercise of a later lab (5.9 teaches the
@@ -31,6 +35,7 @@ exercise, the place (file and cell, line or hint tier), what matched and the tex
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Iterator
@@ -252,6 +257,173 @@ def leading_hint_units(exercise: str) -> Iterator[tuple[str, str]]:
                 yield f"course.toml, {other.id}'s hint {tier}", unit
 
 
+# -- (e) the checks' hints ----------------------------------------------------------------------
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ListComp, ast.SetComp)
+_SCOPES += (ast.DictComp, ast.GeneratorExp)
+
+
+def _names_in(target: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+class HintReader:
+    """The texts a check file's ``hint=`` arguments can be: as (line, text), every string the
+    expression may evaluate to. A name is followed to what binds it in its scope (an
+    assignment, a loop's iterable, a parameter's arguments at every call of its function) or
+    at the module's top; a call of the module's function to what it returns; an f-string reads
+    ``{}`` for what it fills in. It reads more than one failure shows, never less."""
+
+    def __init__(self, source: str):
+        self.tree = ast.parse(source)
+        self.parent = {c: n for n in ast.walk(self.tree) for c in ast.iter_child_nodes(n)}
+        self.functions = {
+            n.name: n
+            for n in self.tree.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        }
+
+    def hints(self) -> Iterator[tuple[ast.Call, ast.expr]]:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call):
+                yield from ((node, k.value) for k in node.keywords if k.arg == "hint")
+
+    def exercise_of(self, call: ast.Call) -> str | None:
+        """The exercise whose check shows the hint, when the file says it."""
+        node: ast.AST = call
+        while node in self.parent and not (
+            isinstance(node, ast.Call) and getattr(node.func, "id", None) == "exercise"
+        ):
+            if node in self.functions.values():
+                marks = [d for d in node.decorator_list if isinstance(d, ast.Call)]  # type: ignore[attr-defined]
+                marks = [d for d in marks if getattr(d.func, "id", None) == "exercise"]
+                return marks[0].args[0].value if marks else None  # type: ignore[attr-defined]
+            node = self.parent[node]
+        return node.args[0].value if isinstance(node, ast.Call) and node.args else None  # type: ignore[attr-defined]
+
+    def texts(self, node: ast.AST, seen: frozenset = frozenset()) -> Iterator[tuple[int, str]]:
+        """What ``node`` can be when it is a string: its parts that make the string, not what
+        picks one (a condition, a key, a helper's other arguments)."""
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, str) and node.value.strip():
+                yield node.lineno, node.value
+            return
+        if isinstance(node, ast.JoinedStr):
+            pieces = [v.value if isinstance(v, ast.Constant) else "{}" for v in node.values]
+            yield node.lineno, "".join(map(str, pieces))
+            return
+        if isinstance(node, ast.Name):
+            for bound in self.bindings(node, seen):
+                yield from self.texts(bound, seen | {(node.id, self.scope_of(bound))})
+            return
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in self.functions:
+            name = node.func.id  # type: ignore[attr-defined]
+            if name not in seen:
+                for back in ast.walk(self.functions[name]):
+                    if isinstance(back, ast.Return) and back.value is not None:
+                        yield from self.texts(back.value, seen | {name})
+            return
+        for part in self.parts(node):
+            yield from self.texts(part, seen)
+
+    @staticmethod
+    def parts(node: ast.AST) -> list[ast.AST]:
+        """The subexpressions whose strings ``node``'s string is made of."""
+        if isinstance(node, ast.Call):  # a method: "".join(...), a table's get(...)
+            return [node.func.value, *node.args] if isinstance(node.func, ast.Attribute) else []
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp):
+            return [node.elt]
+        kinds = {
+            ast.IfExp: lambda n: [n.body, n.orelse],
+            ast.BoolOp: lambda n: n.values,
+            ast.BinOp: lambda n: [n.left, n.right],
+            ast.Subscript: lambda n: [n.value],
+            ast.Dict: lambda n: n.values,
+            ast.DictComp: lambda n: [n.value],
+            ast.List: lambda n: n.elts,
+            ast.Tuple: lambda n: n.elts,
+            ast.Set: lambda n: n.elts,
+            ast.Starred: lambda n: [n.value],
+        }
+        return [p for p in kinds.get(type(node), lambda n: [])(node) if p is not None]
+
+    def scope_of(self, node: ast.AST) -> ast.AST:
+        while node in self.parent and not isinstance(node, _SCOPES):
+            node = self.parent[node]
+        return node
+
+    def bindings(self, name: ast.Name, seen: frozenset) -> list[ast.AST]:
+        scope: ast.AST = name
+        while scope in self.parent:
+            scope = self.scope_of(self.parent[scope])
+            if (name.id, scope) in seen:
+                return []
+            found = self.bound_in(scope, name.id)
+            if found:
+                return found
+        return []
+
+    def bound_in(self, scope: ast.AST, name: str) -> list[ast.AST]:
+        if isinstance(scope, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+            return [g.iter for g in scope.generators if name in _names_in(g.target)]
+        body = scope.body if isinstance(scope, ast.Module) else [scope]  # type: ignore[attr-defined]
+        found: list[ast.AST] = []
+        for statement in body:
+            nodes = ast.walk(statement) if not isinstance(scope, ast.Module) else [statement]
+            for node in nodes:
+                if isinstance(node, ast.Assign) and any(name in _names_in(t) for t in node.targets):
+                    found.append(node.value)
+                elif isinstance(node, ast.AnnAssign | ast.AugAssign) and node.value is not None:
+                    found += [node.value] if name in _names_in(node.target) else []
+                elif isinstance(node, ast.For | ast.comprehension) and name in _names_in(
+                    node.target
+                ):
+                    found.append(node.iter)
+        if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+            found += self.arguments(scope, name)
+        return found
+
+    def arguments(self, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str):
+        """What the module's calls of ``function`` pass as its parameter ``name``."""
+        params = [a.arg for a in function.args.posonlyargs + function.args.args]
+        if name not in params + [a.arg for a in function.args.kwonlyargs]:
+            return []
+        at = params.index(name) if name in params else None
+        passed: list[ast.AST] = []
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == function.name:
+                passed += [k.value for k in node.keywords if k.arg == name]
+                if at is not None and at < len(node.args):
+                    passed.append(node.args[at])
+        return passed
+
+
+@cache
+def check_hints(path: Path) -> tuple[tuple[int, str | None, str], ...]:
+    """(line, exercise, text) for every hint the checks in ``path`` can show."""
+    reader = HintReader(path.read_text())
+    found = {
+        (line, reader.exercise_of(call), text)
+        for call, hint in reader.hints()
+        for line, text in reader.texts(hint)
+    }
+    return tuple(sorted(found, key=lambda f: (f[0], f[1] or "", f[2])))
+
+
+def check_hint_units(exercise: str) -> Iterator[tuple[str, str]]:
+    lab = lab_of(exercise)
+    story = [lab.check_dir / f"story_{lab.id}.py"] if lab.check_dir.is_dir() else []
+    for path in [*lab.check_files, *(p for p in story if p.exists())]:
+        for line, shown_by, text in check_hints(path):
+            if shown_by and DIAGNOSED_BY.get(shown_by) == exercise:
+                continue
+            for unit in units(text):
+                where = (
+                    f"{path.relative_to(REPO_ROOT)} l. {line}, a hint of {shown_by or 'a'} check"
+                )
+                yield where, unit
+
+
 # -- the rules -----------------------------------------------------------------------------------
 
 
@@ -303,6 +475,12 @@ def test_hints_1_to_3_do_not_settle_an_exercise(exercise):
     )
 
 
+@pytest.mark.parametrize("exercise", CRUCIAL)
+def test_the_checks_hints_do_not_settle_an_exercise(exercise):
+    found = findings(exercise, check_hint_units(exercise))
+    assert not found, report(exercise, f"in the hints of lab {lab_of(exercise).id}'s checks", found)
+
+
 # -- the guard's own parts -----------------------------------------------------------------------
 
 
@@ -345,3 +523,54 @@ def test_a_crux_catches_a_paraphrase_and_not_the_question():
     assert not any(match(question) for _, match in said)
     said = [s.match for s in settlers("2.6") if s.what.startswith("crux")]
     assert any(m("a retry lands in the hub again, with a later `enqueuedTime`") for m in said)
+
+
+def test_the_hint_reader_follows_a_hint_to_every_text_it_can_be():
+    source = """
+FIX_HINT = "A module's constant."
+PARTS = {"middle": "A helper's table."}
+
+
+def _hint_for(wrong):
+    return PARTS.get(wrong, "") if wrong else f"An f-string about {wrong}."
+
+
+def _shape(answer, hint):
+    expect_keys(answer, "X", ["a"], hint=hint)
+
+
+@exercise("7.5", part="fix", hint=FIX_HINT)
+def test_fix(nb):
+    hint = "A local one."
+    if nb.X:
+        hint = "Another " "local one."
+    expect_equal(1, 2, "sentence", hint=hint)
+    expect_equal(1, 2, "sentence", hint=_hint_for(nb.X) or "")
+    _shape(nb.Y, "A caller's argument.")
+
+
+BROKEN = [(1, "Its mistake.", "A parameter's hint.")]
+
+
+@pytest.mark.parametrize("c, m", [pytest.param(c, m, marks=exercise("4.4", hint=h)) for c, m, h in BROKEN])
+def test_broken(nb, c, m):
+    expect_that(False, "sentence", hint="The check's own " + "pieces.")
+"""
+    reader = HintReader(source)
+    got = {
+        (reader.exercise_of(call), text)
+        for call, hint in reader.hints()
+        for _, text in reader.texts(hint)
+    }
+    assert got == {
+        ("7.5", "A module's constant."),
+        ("7.5", "A local one."),
+        ("7.5", "Another local one."),
+        ("7.5", "A helper's table."),
+        ("7.5", "An f-string about {}."),
+        (None, "A caller's argument."),
+        ("4.4", "Its mistake."),
+        ("4.4", "A parameter's hint."),
+        (None, "The check's own "),
+        (None, "pieces."),
+    }, got

@@ -134,8 +134,8 @@ def test_grading_2_5_by_part_on_spark(tmp_path):
     assert "Diagnosis: right. The fix:" in said["update"]["message"], said["update"]["message"]
     assert said["update"]["hint"] in (
         checks.BOARD_FIX_HINT,
-        "The table holds a window twice: the memory sink adds every row a batch hands it, and "
-        "this mode hands over a window again each time its count changes.",
+        "The table holds a window twice: weigh each output mode against what your diagnosis "
+        "found the sink does with the rows a batch hands it.",
     )
     assert said["update"]["hint"] != lab.exercise("2.5").hint
 

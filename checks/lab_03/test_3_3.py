@@ -43,8 +43,9 @@ def test_silence_prediction_matches_spark(nb, spark, tmp_path, checkpoint_dir):
     hint = ""
     if answer["everyone stops"]:
         hint = (
-            "An event-time timeout fires only in a micro-batch whose watermark has passed it, "
-            "and the watermark moves only when events arrive."
+            "You have rows while everyone is silent: ask first whether Spark runs a micro-batch "
+            "at all during that silence, and with which watermark, before you ask which "
+            "deadlines it has passed."
         )
     elif answer["Producer 1 comes back"] != spark_says["Producer 1 comes back"]:
         hint = (

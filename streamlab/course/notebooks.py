@@ -7,8 +7,8 @@
 - A proof cell's first comment line is ``# NBVAL_CHECK_OUTPUT``.
 - A cell tagged ``answer-4.2`` explains or shows exercise 4.2's answer (it follows the
   exercise's ``%check`` cell). In ``labs/`` a markdown one is a one-line placeholder
-  (:data:`ANSWER_PLACEHOLDER`) and a code one starts with :data:`ANSWER_GUARD`, which stops it
-  until 4.2 has been graded; ``%check 4.2`` shows them once 4.2 passes or is revealed.
+  (:data:`ANSWER_PLACEHOLDER`) and a code one holds only :data:`ANSWER_CALL`, which shows and runs
+  the solved cell's code once 4.2 has been graded; ``%check 4.2`` shows them once 4.2 passes or is revealed.
 
 The grader, ``%check``, the hint command and the authoring pipeline read these rules from
 here. Nothing here imports nbformat (seconds to import): :func:`read_cells` reads a notebook
@@ -39,9 +39,10 @@ ANSWER_PLACEHOLDER = (
     "the verdict. Stuck? `nox -s reveal -- {id}` shows it too, and the grade records {id} as "
     "revealed.*"
 )
-#: The line an answer code cell starts with in ``labs/``: it stops the cell, with a sentence,
-#: until its exercise has been graded once (:func:`streamlab.grading.require_graded`).
-ANSWER_GUARD = 'from streamlab.grading import require_graded; require_graded("{id}")'
+#: An answer code cell's whole source in ``labs/``: it stops the cell, with a sentence, until
+#: its exercise has been graded once, then shows and runs the code of the solved notebook's
+#: cell of the same id (:func:`streamlab.grading.answer_cell`).
+ANSWER_CALL = 'from streamlab.grading import answer_cell; answer_cell("{id}", "{cell}")'
 
 BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")

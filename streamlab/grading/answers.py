@@ -1,8 +1,8 @@
 """An exercise's answer cells, opened once it passes or is revealed.
 
 In a solution notebook, the cells tagged ``answer-N.M`` after exercise N.M's ``%check`` cell
-explain or show its answer; in ``labs/`` they are closed (a placeholder, or code behind
-:func:`streamlab.grading.require_graded`). They are read from ``solutions/`` and shown:
+explain or show its answer; in ``labs/`` they are closed (a placeholder, or a call of
+:func:`streamlab.grading.answer_cell`). They are read from ``solutions/`` and shown:
 
 - under the verdict of ``%check N.M`` once it passes or is revealed (:func:`as_html`);
 - by ``nox -s check``, which writes each one that passed in its grading to

@@ -10,7 +10,7 @@ whether it was right::
      "exercises": {"2.2": {"graded": true, "revealed": false,
                            "first_try": {"answer": "{\\"total\\": 24}", "right": false}}}}
 
-An answer code cell in ``labs/`` starts with :func:`require_graded`, which reads it.
+An answer code cell in ``labs/`` holds only a call of :func:`answer_cell`, which reads it.
 """
 
 from __future__ import annotations
@@ -77,6 +77,60 @@ def require_graded(exercise: str) -> None:
             f"been graded: write your answer and run `%check {exercise}` first (stuck: "
             f"`nox -s reveal -- {exercise}`)."
         )
+
+
+class AnswerCellFailed(Exception):
+    """The code an answer cell ran raised; IPython has shown its traceback already."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [str(self)]
+
+
+def answer_cell(exercise: str, cell_id: str, solutions: Path | None = None) -> None:
+    """Show and run one of ``exercise``'s answer code cells, once ``exercise`` was graded.
+
+    In ``labs/`` such a cell holds only this call, so the code that shows the answer (and
+    its comments) cannot be read before the learner commits to one. The code is the solved
+    notebook's cell with the same id (in ``solutions``, default the course's ``solutions/``);
+    the cell shows it, then runs it in the notebook's namespace as if it were written there.
+    """
+    require_graded(exercise)
+    code = _answer_code(exercise, cell_id, solutions or REPO_ROOT / "solutions")
+    from IPython import get_ipython
+    from IPython.display import display
+
+    shell = get_ipython()
+    if shell is None:
+        import __main__
+
+        exec(compile(code, f"<answer cell of {exercise}>", "exec"), vars(__main__))
+        return
+    said = f"What this cell runs, now that {exercise} was graded:"
+    shown = {
+        "text/markdown": f"*{said}*\n\n```python\n{code}\n```",
+        "text/plain": f"{said}\n{code}",
+    }
+    display(shown, raw=True)
+    if not shell.run_cell(code, store_history=False).success:
+        raise AnswerCellFailed(f"The answer cell of exercise {exercise} failed: see above.")
+
+
+def _answer_code(exercise: str, cell_id: str, solutions: Path) -> str:
+    from streamlab.course import registry
+    from streamlab.course.notebooks import answer_id, read_cells, source
+
+    path = registry.lab(exercise.partition(".")[0]).notebook(solutions)
+    try:
+        cells = read_cells(path)
+    except (OSError, ValueError):
+        cells = []
+    for cell in cells:
+        if cell.get("id") == cell_id and answer_id(cell) == exercise:
+            return source(cell)
+    raise AnswerCellFailed(
+        f"The answer cell {cell_id} of exercise {exercise} is not in {path}: restore the "
+        f"course's solved notebook with `git checkout -- {path}`."
+    )
 
 
 def write(exercises: dict[str, dict], path: Path | None = None) -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 import nbformat
 
 from streamlab.course.notebooks import (
-    ANSWER_GUARD,
+    ANSWER_CALL,
     ANSWER_PLACEHOLDER,
     BEGIN,
     NOT_DONE,
@@ -136,20 +136,10 @@ def make_lab_notebook(solution: nbformat.NotebookNode, lab: Lab) -> nbformat.Not
     return notebook
 
 
-def guarded(source: str, exercise: str) -> str:
-    """An answer code cell's ``source`` behind its guard line: first, or right after a cell
-    magic's line (``%%time``), which must stay the cell's first."""
-    guard = ANSWER_GUARD.format(id=exercise)
-    first, newline, rest = source.partition("\n")
-    if first.lstrip().startswith("%%"):
-        return f"{first}\n{guard}{newline}{rest}"
-    return f"{guard}\n{source}"
-
-
 def closed_answers(cells: list, lab: Lab) -> list:
     """``cells`` with every answer cell closed: a run of consecutive answer cells of one
-    exercise keeps its code cells, each behind the guard line, and its first markdown cell,
-    as the placeholder; its other markdown cells go."""
+    exercise keeps its code cells, each reduced to the call that runs it once the exercise
+    was graded, and its first markdown cell, as the placeholder; its other markdown cells go."""
     closed: list = []
     run: str | None = None  # the exercise of the run of answer cells the last cell was in
     placed = False  # whether that run has its placeholder
@@ -169,7 +159,7 @@ def closed_answers(cells: list, lab: Lab) -> list:
         if exercise != run:
             run, placed = exercise, False
         if cell.cell_type == "code":
-            cell.source = guarded(cell.source, exercise)
+            cell.source = ANSWER_CALL.format(id=exercise, cell=cell.get("id", ""))
             closed.append(cell)
         elif not placed:
             cell.source = ANSWER_PLACEHOLDER.format(id=exercise)
