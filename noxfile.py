@@ -314,4 +314,4 @@ def mutants(session: nox.Session) -> None:
 @nox.session
 def reset(session: nox.Session) -> None:
     """Put an exercise's stub back (`nox -s reset -- 4.2`, or a lab: `-- 04`); yours is kept beside it."""
-    run_module(session, "streamlab.grading.reset")
+    run_module(session, "streamlab.tooling.reset")

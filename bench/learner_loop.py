@@ -296,7 +296,7 @@ def main() -> None:
         for lab in labs:
             _exercise_and_lab(grader, lab, args.runs, out)
         if args.every_lab:
-            from streamlab.tooling.registry import labs as every_lab
+            from streamlab.course.registry import labs as every_lab
 
             for lab in (each.id for each in every_lab() if each.id not in EXERCISES):
                 _solved_lab(grader, lab, args.runs, out)

@@ -27,7 +27,7 @@ from streamlab.grading import (
     expect_that,
 )
 from streamlab.grading.facts import spark_facts
-from streamlab.grading.stories import START, deliver_file
+from streamlab.kit.stories import START, deliver_file
 
 SCHEMA = "machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP"
 COLUMNS = ["window_start", "window_end", "machine_name", "heartbeats"]

@@ -23,19 +23,36 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys
-from streamlab.grading.facts import spark_facts
-from streamlab.grading.heartbeat_checks import Meter, ProcessorStory, ReferenceHeartbeatProcessor
-from streamlab.grading.stories import is_not_done
-from streamlab.grading.verdict import query_cause
+from streamlab.kit import (
+    HEALTHY,
+    HEARTBEAT_DDL,
+    INITIALIZING,
+    NO_DATA_BATCHES,
+    TRANSITION_DDL,
+    UNHEALTHY,
+    CheckFailed,
+    Field,
+    Meter,
+    ProcessorStory,
+    ReferenceHeartbeatProcessor,
+    exercise,
+    expect_answer,
+    expect_equal,
+    is_int,
+    is_not_done,
+    is_str,
+    list_of,
+    query_cause,
+    session_conf,
+    spark_facts,
+    write_heartbeats,
+)
 from streamlab.tws_batches import pending_timers, register_timer
 
 # Spark's Python workers cannot import this file: what it defines goes to them by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
 HEARTBEAT, TIMEOUT = "heartbeat", "timeout"
-NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 
 
 # --- 4.1 · the state machine as a pure function -----------------------------------------
@@ -707,18 +724,9 @@ def test_what_twstester_emits(nb):
 
 # --- Spark plumbing for 4.5 and 4.6 -----------------------------------------------------------
 
-HEARTBEAT_SCHEMA = "machine_name STRING, machine_time TIMESTAMP"
-STATUS_SCHEMA = (
-    "machine_name STRING, status STRING, previous_status STRING, last_status_change_time TIMESTAMP"
-)
-
 
 def _write(folder: Path, name: str, machines: list[str]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    lines = [
-        json.dumps({"machine_name": m, "machine_time": "2026-11-22T10:00:00Z"}) for m in machines
-    ]
-    (folder / f"{name}.json").write_text("\n".join(lines) + "\n")
+    write_heartbeats(folder, name, [(m, "2026-11-22T10:00:00Z") for m in machines], order=None)
 
 
 def _run(spark, frame, output: Path, checkpoint: Path, what: str) -> list[Row]:
@@ -731,11 +739,8 @@ def _run(spark, frame, output: Path, checkpoint: Path, what: str) -> list[Row]:
     )
     # Processing-time timers make Spark run a batch every trigger even without data, so an
     # availableNow query would never end; without no-data batches it ends once input is done.
-    spark.conf.set(NO_DATA_BATCHES, "false")
-    try:
+    with session_conf(spark, {NO_DATA_BATCHES: "false"}):
         query = writer.start()
-    finally:
-        spark.conf.unset(NO_DATA_BATCHES)
     try:
         finish(
             query, within=240, what="the check's query over your processor to read its heartbeats"
@@ -760,10 +765,10 @@ def test_what_spark_emits(nb, spark, tmp_path, checkpoint_dir):
     incoming, output = tmp_path / "incoming", tmp_path / "output"
 
     def run() -> list[Row]:
-        heartbeats = spark.readStream.schema(HEARTBEAT_SCHEMA).json(str(incoming))
+        heartbeats = spark.readStream.schema(HEARTBEAT_DDL).json(str(incoming))
         # 1 ms: the deadline has passed by the next batch, whatever the wall clock says.
         frame = heartbeats.groupBy("machine_name").transformWithState(
-            ReferenceHeartbeatProcessor(timeout_ms=1), STATUS_SCHEMA, "Append", "ProcessingTime"
+            ReferenceHeartbeatProcessor(timeout_ms=1), TRANSITION_DDL, "Append", "ProcessingTime"
         )
         return _run(spark, frame, output, checkpoint_dir, "the reference processor")
 
@@ -831,35 +836,30 @@ class MilestoneCounter(StatefulProcessor):
             yield Row(machine_name=key[0], heartbeats=after)
 
 
-DIAGNOSIS_KEYS = ("input_rows", "state_rows", "state_variables")
+_COUNTS = Field(
+    list_of(is_int),
+    "a list of ints, one per micro-batch in batch order.",
+    expected="a list of ints",
+)
+#: DIAGNOSIS_4_6's keys and their shapes.
+DIAGNOSIS_FIELDS = {
+    "input_rows": _COUNTS,
+    "state_rows": _COUNTS,
+    "state_variables": Field(
+        list_of(is_str, (list, tuple, set)),
+        "a list of the state variables' names (strings), empty if there are none.",
+        expected="a list of strings",
+    ),
+}
 
 
 def _diagnosis(answer) -> dict:
     """DIAGNOSIS_4_6 in one shape: lists of ints for the counts, a sorted list of names."""
-    expect_keys(answer, "DIAGNOSIS_4_6", DIAGNOSIS_KEYS)
-    for key in ("input_rows", "state_rows"):
-        value = answer[key]
-        if not isinstance(value, list | tuple) or not all(
-            isinstance(n, int) and not isinstance(n, bool) for n in value
-        ):
-            raise CheckFailed(
-                f"DIAGNOSIS_4_6[{key!r}] should be a list of ints, one per micro-batch in batch "
-                "order.",
-                expected="a list of ints",
-                actual=repr(value),
-            )
-    names = answer["state_variables"]
-    if not isinstance(names, list | tuple | set) or not all(isinstance(n, str) for n in names):
-        raise CheckFailed(
-            "DIAGNOSIS_4_6['state_variables'] should be a list of the state variables' names "
-            "(strings), empty if there are none.",
-            expected="a list of strings",
-            actual=repr(names),
-        )
+    answer = expect_answer(answer, "DIAGNOSIS_4_6", DIAGNOSIS_FIELDS)
     return {
         "input_rows": list(answer["input_rows"]),
         "state_rows": list(answer["state_rows"]),
-        "state_variables": sorted(names),
+        "state_variables": sorted(answer["state_variables"]),
     }
 
 
@@ -871,9 +871,7 @@ def _found_counter_shows(spark, folder: Path) -> dict:
     for name, count in (("a", 3), ("b", 3), ("c", 4)):
         _write(incoming, name, ["m1"] * count)
     heartbeats = (
-        spark.readStream.schema(HEARTBEAT_SCHEMA)
-        .option("maxFilesPerTrigger", 1)
-        .json(str(incoming))
+        spark.readStream.schema(HEARTBEAT_DDL).option("maxFilesPerTrigger", 1).json(str(incoming))
     )
     counted = heartbeats.groupBy("machine_name").transformWithState(
         MilestoneCounter(every=5), MILESTONE_SCHEMA, "Append", "None"
@@ -951,7 +949,7 @@ def test_the_counts_outlive_micro_batches_and_restarts(nb, spark, tmp_path, chec
 
     def run(every: int):
         heartbeats = (
-            spark.readStream.schema(HEARTBEAT_SCHEMA)
+            spark.readStream.schema(HEARTBEAT_DDL)
             .option("maxFilesPerTrigger", 1)
             .json(str(incoming))
         )

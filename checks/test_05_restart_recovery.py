@@ -41,9 +41,9 @@ from streamlab.grading import (
     expect_that,
 )
 from streamlab.grading.facts import spark_facts
-from streamlab.grading.heartbeat_checks import ReferenceHeartbeatProcessor, handler_must_yield
-from streamlab.grading.stories import START, is_not_done
 from streamlab.grading.verdict import query_cause
+from streamlab.kit.heartbeat import ReferenceHeartbeatProcessor, handler_must_yield
+from streamlab.kit.stories import START, is_not_done
 from streamlab.monitor import batch_writer
 from streamlab.solutions import load_solution
 from streamlab.tws_batches import pending_timers, register_timer, spark_batch

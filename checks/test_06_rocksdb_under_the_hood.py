@@ -15,7 +15,6 @@ rule (6.10) is provoked on hand-made rows and on the rows of a real query.
 
 import json
 import math
-import os
 import random
 import re
 import sys
@@ -31,24 +30,34 @@ from pyspark.sql.streaming.listener import QueryProgressEvent
 from pyspark.sql.streaming.tws_tester import TwsTester
 
 from streamlab.deadlines import finish
-from streamlab.grading import CheckFailed, exercise, expect_equal, expect_keys, expect_that
-from streamlab.grading.facts import spark_facts
-from streamlab.grading.heartbeat_checks import (
+from streamlab.kit import (
+    HEALTHY,
+    HEARTBEAT_DDL,
+    INITIALIZING,
+    NO_DATA_BATCHES,
+    ROCKSDB_PROVIDER,
+    STATE_PROVIDER,
+    UNHEALTHY,
+    CheckFailed,
     Meter,
     ProcessorStory,
     ReferenceHeartbeatProcessor,
+    deliver_file,
+    exercise,
+    expect_equal,
+    expect_keys,
+    expect_that,
+    session_conf,
+    spark_facts,
     status_tuples,
+    write_heartbeats,
 )
-from streamlab.session import session_conf
 from streamlab.tws_batches import register_timer
 
 # Spark's Python workers cannot import this file: send what it defines by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
-NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
 BASE_COLUMNS = (
     "query",
     "batch_id",
@@ -512,8 +521,6 @@ def test_the_plan_is_a_plan(nb):
 
 
 # --- 6.5 and 6.6 · one state value per bucket of machines ---------------------------------
-
-INITIALIZING, HEALTHY, UNHEALTHY = "Initializing", "Healthy", "Unhealthy"
 
 
 def _strings(value) -> set[str]:
@@ -1135,18 +1142,7 @@ def test_bucketed_one_timer_per_bucket(nb):
 
 def _heartbeats(folder: Path, name: str, machines: list[str], order: int | None = None) -> None:
     """One JSON file of heartbeats; ``order`` fixes the order the file source reads files in."""
-    lines = [
-        json.dumps({"machine_name": m, "machine_time": "2026-11-22T10:00:00Z"}) for m in machines
-    ]
-    _heartbeats_file(folder, f"{name}.json", lines, order)
-
-
-def _heartbeats_file(folder: Path, name: str, lines: list[str], order: int | None) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text("\n".join(lines) + "\n")
-    if order is not None:
-        os.utime(path, (1_700_000_000 + order,) * 2)
+    write_heartbeats(folder, name, [(m, "2026-11-22T10:00:00Z") for m in machines], order)
 
 
 def _noop_writer(df, name: str, checkpoint, mode: str = "update"):
@@ -1175,7 +1171,7 @@ def _run(
     incoming: Path,
     checkpoint,
     name: str,
-    settings: dict | None = None,
+    conf: dict | None = None,
     what: str = "the query",
 ):
     """Count heartbeats per machine over ``incoming``, one file per batch; return the query."""
@@ -1194,11 +1190,11 @@ def _run(
     )
     writer = _noop_writer(counts, name, checkpoint)
     expect_equal(
-        spark.conf.get("spark.sql.streaming.stateStore.providerClass"),
-        ROCKSDB,
+        spark.conf.get(STATE_PROVIDER),
+        ROCKSDB_PROVIDER,
         "The session should use the RocksDB provider (a course bug if it does not).",
     )
-    with session_conf(spark, settings or {}):
+    with session_conf(spark, conf or {}):
         query = writer.start()
     try:
         finish(query, within=240, what="the check's query to read its input")
@@ -1398,22 +1394,22 @@ def test_the_diagnosis_is_what_the_found_helper_does(nb, spark):
 
 @exercise("6.1", timeout=60, part="fix", hint=SETTINGS_HINT)
 def test_the_session_is_as_before_after_the_block(nb, spark):
-    settings = {CHANGELOG: "false", PROVIDER: "org.example.NoSuchProvider", UNSET_KEY: "on"}
-    with _repaired(spark, settings) as before:
+    asked = {CHANGELOG: "false", STATE_PROVIDER: "org.example.NoSuchProvider", UNSET_KEY: "on"}
+    with _repaired(spark, asked) as before:
         spark.conf.unset(UNSET_KEY)
         before[UNSET_KEY] = None
         inside = None
-        with nb.session_settings(spark, settings):
-            inside = _after(spark, settings)
-        after = _after(spark, settings)
+        with nb.session_settings(spark, asked):
+            inside = _after(spark, asked)
+        after = _after(spark, asked)
     expect_equal(
         inside,
-        settings,
+        asked,
         "Inside the block the session should have every setting given to session_settings.",
     )
     expect_equal(
         after,
-        {CHANGELOG: before[CHANGELOG], PROVIDER: before[PROVIDER], UNSET_KEY: None},
+        {CHANGELOG: before[CHANGELOG], STATE_PROVIDER: before[STATE_PROVIDER], UNSET_KEY: None},
         "After the block, spark.conf.get(key, None) should give for every key what it gave "
         "before: the session's changelog setting and provider, and None for a key the session "
         "did not have.",
@@ -1422,15 +1418,15 @@ def test_the_session_is_as_before_after_the_block(nb, spark):
 
 @exercise("6.1", timeout=60, part="fix", hint=SETTINGS_HINT)
 def test_the_session_is_restored_when_the_block_raises(nb, spark):
-    settings = {CHANGELOG: "false"}
-    with _repaired(spark, settings) as before:
+    asked = {CHANGELOG: "false"}
+    with _repaired(spark, asked) as before:
         raised = None
         try:
-            with nb.session_settings(spark, settings):
+            with nb.session_settings(spark, asked):
                 raise KeyError("a query that failed to start")
         except KeyError as error:
             raised = error
-        after = _after(spark, settings)
+        after = _after(spark, asked)
     if raised is None:
         raise CheckFailed(
             "An exception raised inside the block should reach the caller; session_settings "
@@ -1579,7 +1575,7 @@ def _bucketed_run(nb, spark, incoming: Path, output: Path, checkpoint) -> tuple[
     )
     # Processing-time timers make Spark run a batch every trigger even without data, so an
     # availableNow query would never end; without no-data batches it ends once input is done.
-    with session_conf(spark, {"spark.sql.streaming.noDataMicroBatches.enabled": "false"}):
+    with session_conf(spark, {NO_DATA_BATCHES: "false"}):
         query = writer.start()
     try:
         finish(
@@ -1680,9 +1676,7 @@ def _price_input(folder: Path) -> None:
                 }
             )
             sequence[partition] += 1
-        path = folder / f"{batch}.json"
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        os.utime(path, (1_700_000_000 + batch,) * 2)
+        deliver_file(folder, str(batch), rows, order=batch)
 
 
 def _writes(spark, transitions, checkpoint: Path, variable: str, machines_in_value) -> list:
@@ -2061,13 +2055,10 @@ def _dedupe_then_count(spark, folder: Path, checkpoint, name: str) -> list[dict]
     from pyspark.sql import functions as F
 
     for second in range(5):
-        lines = [
-            json.dumps({"machine_name": f"m{m}", "machine_time": f"2026-11-22T10:00:0{second}Z"})
-            for m in range(4)
-        ]
-        _heartbeats_file(folder, f"{second}.json", lines, order=second)
+        beats = [(f"m{m}", f"2026-11-22T10:00:0{second}Z") for m in range(4)]
+        write_heartbeats(folder, str(second), beats, order=second)
     counts = (
-        spark.readStream.schema("machine_name STRING, machine_time TIMESTAMP")
+        spark.readStream.schema(HEARTBEAT_DDL)
         .option("maxFilesPerTrigger", 1)
         .json(str(folder))
         .dropDuplicates(["machine_name", "machine_time"])
@@ -2081,7 +2072,7 @@ def _dedupe_then_count(spark, folder: Path, checkpoint, name: str) -> list[dict]
 
 @exercise("6.10", timeout=150)
 def test_growing_state_provoked_on_a_real_query(nb, spark, tmp_path, checkpoint_dir):
-    from streamlab.alerts import state_growing
+    from streamlab.kit import state_growing
 
     reports = _dedupe_then_count(spark, tmp_path / "incoming", checkpoint_dir, "never_forgets")
     rows = [row for report in reports for row in _expected(report, ())]
@@ -2109,18 +2100,17 @@ def _alerts_raised(spark, tmp_path: Path, checkpoint_dir: str) -> list[tuple]:
     """The Alerter's (rule, batch_id) on the reports of a windowed count over LATE_NIGHT."""
     from pyspark.sql import functions as F
 
-    from streamlab.alerts import Alerter, Thresholds
+    from streamlab.alerts import Thresholds
+    from streamlab.kit import Alerter
 
     folder = tmp_path / "incoming"
     for n, on_time in enumerate(LATE_NIGHT):
         times = [on_time] + (["09:00:00"] if n else [])
-        lines = [
-            json.dumps({"machine_name": "machine-1", "machine_time": f"2026-11-22T{t}Z"})
-            for t in times
-        ]
-        _heartbeats_file(folder, f"{n}.json", lines, order=n)
+        write_heartbeats(
+            folder, str(n), [("machine-1", f"2026-11-22T{t}Z") for t in times], order=n
+        )
     counts = (
-        spark.readStream.schema("machine_name STRING, machine_time TIMESTAMP")
+        spark.readStream.schema(HEARTBEAT_DDL)
         .option("maxFilesPerTrigger", 1)
         .json(str(folder))
         .withWatermark("machine_time", "10 seconds")

@@ -30,8 +30,8 @@ from streamlab.grading import (
     expect_that,
 )
 from streamlab.grading.facts import spark_facts
-from streamlab.grading.stories import START, deliver_file
 from streamlab.grading.verdict import query_cause
+from streamlab.kit.stories import START, deliver_file
 
 EPOCH = int(START.timestamp())
 EVENT_COLUMNS = EVENTHUBS_SCHEMA.fieldNames()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import re
 
-#: The stub's message (``streamlab.tooling.notebooks.NOT_DONE``), here to stay free of tooling.
+#: The stub's message (``streamlab.course.notebooks.NOT_DONE``), here to stay free of tooling.
 _NOT_DONE = re.compile(r"^exercise (\d+\.\d+) is not done yet")
 
 

@@ -31,10 +31,8 @@ from __future__ import annotations
 import argparse
 import queue
 import re
-import shutil
 import sys
 import threading
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +50,10 @@ from streamlab.alerts import (
     failed,
 )
 from streamlab.solutions import SOLUTIONS_DIR, load_solution
+from streamlab.transitions import DEFAULT_WRITER, batch_writer
+
+# The sink has a module of its own; the notebooks and the benchmarks name it from here.
+from streamlab.transitions import read_transitions as read_transitions
 
 #: Lab 04's solution notebook, for a caller that loads it under a module name of its own.
 LAB04 = SOLUTIONS_DIR / "04-transform-with-state" / "04-transform-with-state.ipynb"
@@ -64,9 +66,6 @@ LAB04 = SOLUTIONS_DIR / "04-transform-with-state" / "04-transform-with-state.ipy
 #: the next one starts as soon as it ends; ``0 seconds`` measured no faster (with
 #: processing-time timers every trigger runs a batch, data or not).
 DEFAULT_TRIGGER = "250 milliseconds"
-#: How each batch's parquet is written (see :func:`batch_writer`): pyarrow from the driver
-#: saves the Spark write job and its commit protocol.
-DEFAULT_WRITER = "arrow"
 #: Settings of the monitor's own Spark session (``python -m streamlab.monitor``). One shuffle
 #: partition: a heartbeat batch is small, and each partition is a task, a Python worker round
 #: trip and a state store commit. A checkpoint keeps the number it was started with.
@@ -139,59 +138,6 @@ def reference_transitions(
         retire_after_ms=int(retire_after_hours * 3_600_000),
     )
     return lab.catch_up_changes(lab.parse_heartbeats(reader.load()), processor)
-
-
-#: How :func:`batch_writer` writes a batch's parquet: ``spark`` (``df.write``, a Spark job with
-#: its commit protocol) or ``arrow`` (``df.toArrow()`` and pyarrow, one file from the driver).
-WRITERS = ("spark", "arrow")
-
-
-def batch_writer(output: Path, writer: str = DEFAULT_WRITER):
-    """A foreachBatch function writing each batch to ``output/batch_id=N``, replace on retry.
-
-    ``writer`` is one of :data:`WRITERS`; either way the folder is complete or absent.
-    """
-    if writer not in WRITERS:
-        raise ValueError(f"writer must be one of {', '.join(WRITERS)}, not {writer!r}")
-    write_folder = _write_arrow if writer == "arrow" else _write_spark
-
-    def write(df, batch_id: int) -> None:
-        final = output / f"batch_id={batch_id}"
-        staging = output / f"_staging-{batch_id}-{uuid.uuid4().hex}"
-        write_folder(df, staging)
-        if final.exists():
-            shutil.rmtree(final)
-        staging.rename(final)
-
-    return write
-
-
-def _write_spark(df, folder: Path) -> None:
-    df.write.parquet(str(folder))
-
-
-def _write_arrow(df, folder: Path) -> None:
-    import pyarrow.parquet as pq
-
-    table = df.toArrow()
-    # Timestamps as INT96, as Spark's own parquet writer stores them: Spark reads the folder
-    # back (it refuses pyarrow's default nanoseconds), and pyarrow sees one schema for every
-    # batch, whichever writer wrote it.
-    folder.mkdir()
-    pq.write_table(table, folder / "part-00000.parquet", use_deprecated_int96_timestamps=True)
-
-
-def read_transitions(output: str | Path) -> list[dict]:
-    """Every transition written so far, in batch order, without starting Spark."""
-    import pyarrow.dataset as ds
-
-    root = Path(output)
-    if not root.exists() or not any(root.glob("batch_id=*")):
-        return []
-    table = ds.dataset(str(root), format="parquet", partitioning="hive").to_table()
-    rows = table.to_pylist()
-    rows.sort(key=lambda r: (r["batch_id"], r["last_status_change_time"], r["machine_name"]))
-    return rows
 
 
 def session_and_lab(loader=reference_solution, *, app_name: str = "streamlab-monitor"):

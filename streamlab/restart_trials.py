@@ -44,7 +44,7 @@ def run_available_now(
     returns when the query has ended, and raises the query's error if it failed. A query still
     running after ``within`` seconds is stopped and reported (:class:`QueryStalled`).
     """
-    from streamlab.monitor import batch_writer
+    from streamlab.transitions import batch_writer
 
     Path(output).mkdir(parents=True, exist_ok=True)
     spark = transitions.sparkSession

@@ -9,7 +9,7 @@
 
 "Passes its checks" is decided by the grader, never guessed: a grade counts only when it
 was recorded for exactly the graded cells the notebook holds now (their fingerprint,
-:func:`streamlab.tooling.notebooks.fingerprint`), in ``build/grade.json`` (``nox -s check``) or in
+:func:`streamlab.course.notebooks.fingerprint`), in ``build/grade.json`` (``nox -s check``) or in
 ``build/downstream/``. Without one, the exercises are graded now, by the grader in a process
 of its own (a few seconds for checks that need no Spark), and that grade is kept in
 ``build/downstream/`` for the next time.
@@ -26,9 +26,9 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
+from streamlab.course import registry
+from streamlab.course.notebooks import exercise_id, fingerprint, is_stub, read_cells
 from streamlab.paths import BUILD_DIR, REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import exercise_id, fingerprint, is_stub, read_cells
 
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
 #: Where ``nox -s check`` writes its grade.

@@ -21,6 +21,7 @@ when a PySpark release no longer has them.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -115,3 +116,81 @@ def spark_initial_state(tester, now_ms: int, rows: list[tuple]) -> list:
         tester.handle.setGroupingKey(key)
         returned.append(tester.processor.handleInitialState((key,), row, tester._getTimerValues()))
     return returned
+
+
+_STATE_CALLS = (
+    "get",
+    "exists",
+    "update",
+    "clear",
+    "getValue",
+    "containsKey",
+    "updateValue",
+    "iterator",
+    "keys",
+    "values",
+    "removeKey",
+    "put",
+    "appendValue",
+    "appendList",
+)
+_HANDLE_CALLS = ("registerTimer", "deleteTimer", "listTimers", "deleteIfExists")
+
+
+class Meter:
+    """Counts the state calls a processor makes through a ``TwsTester``'s handle and states.
+
+    A call made from inside another counted call (TwsTester's own plumbing) is not counted
+    again. :meth:`take` returns the counts so far and starts again from zero.
+    """
+
+    def __init__(self, tester: Any) -> None:
+        self.calls: Counter = Counter()
+        self._depth = 0
+        handle = tester.handle
+        self._wrap(handle, _HANDLE_CALLS)
+        for name in ("getValueState", "getListState", "getMapState"):
+            self._wrap_factory(handle, name)
+        for group in (handle.value_states, handle.list_states, handle.map_states):
+            for state in group.values():
+                self._wrap(state, _STATE_CALLS)
+
+    def take(self) -> Counter:
+        calls, self.calls = self.calls, Counter()
+        return calls
+
+    @staticmethod
+    def listing(calls: Counter) -> str:
+        """``get x1, update x1``: the calls in a sentence."""
+        return ", ".join(f"{name} x{n}" for name, n in sorted(calls.items())) or "none"
+
+    def _count(self, name, method):
+        def counted(*args, **kwargs):
+            if self._depth == 0:
+                self.calls[name] += 1
+            self._depth += 1
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._depth -= 1
+
+        return counted
+
+    def _wrap(self, obj, names):
+        for name in names:
+            method = getattr(obj, name, None)
+            if method is not None and not getattr(method, "_metered", False):
+                counted = self._count(name, method)
+                counted._metered = True
+                setattr(obj, name, counted)
+
+    def _wrap_factory(self, handle, name):
+        factory = getattr(handle, name)
+
+        def wrapped(*args, **kwargs):
+            self.calls[name] += 1
+            state = factory(*args, **kwargs)
+            self._wrap(state, _STATE_CALLS)
+            return state
+
+        setattr(handle, name, wrapped)

@@ -4,8 +4,8 @@
 in seconds. The solved source is read from ``solutions/``, so it follows the solution.
 """
 
+from streamlab.course.notebooks import exercise_id, read_cells, without_markers
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling.notebooks import exercise_id, read_cells, without_markers
 
 LAB = "00-orientation"
 WRONG_0_1 = "def effective_settings(conf, checkpoint_dir):\n    return {}\n"

@@ -15,11 +15,11 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from streamlab.course import registry
+from streamlab.course.notebooks import answer_id, read_cells, source
 from streamlab.grading import tries
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
 from streamlab.tooling.authoring import AuthoringError, make_lab_notebook
-from streamlab.tooling.notebooks import answer_id, read_cells, source
 
 LAB = registry.lab("02")
 PREDICT = next(e.id for e in LAB.exercises if e.kind == "predict")

@@ -68,9 +68,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from streamlab.course import registry
+from streamlab.course.notebooks import exercise_id, is_proof, solution_regions, split_regions
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import exercise_id, is_proof, solution_regions, split_regions
 
 # -- how prose names the pieces of an answer, per exercise ---------------------------------------
 

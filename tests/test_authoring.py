@@ -10,8 +10,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from streamlab.course import registry
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import authoring, registry
+from streamlab.tooling import authoring
 from streamlab.tooling.authoring import AuthoringError, make_lab_notebook, stub_source
 
 SOLVED = '''\
@@ -170,7 +171,7 @@ def test_committed_notebooks_carry_no_outputs():
 def test_every_lab_in_the_registry_has_notebooks_checks_and_a_page():
     for lab in registry.labs():
         assert lab.notebook(REPO_ROOT / "solutions").exists(), lab.name
-        assert lab.check_file.exists(), lab.check_file
+        assert lab.checks.exists(), lab.checks
         assert (REPO_ROOT / "site" / lab.site_page).exists(), lab.site_page
 
 

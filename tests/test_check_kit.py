@@ -1,4 +1,5 @@
-"""Every check says expected against actual: the checks use the kit, never a bare assert."""
+"""The checks use the kit: they import ``streamlab`` only through it, declare none of its names
+again, and say expected against actual, never with a bare assert."""
 
 from __future__ import annotations
 
@@ -6,14 +7,118 @@ import ast
 
 import pytest
 
+import streamlab.kit
 from streamlab.grading import CheckFailed, expect_that
+from streamlab.kit import Field, expect_answer, is_int, list_of
+from streamlab.notebook_api import NOTEBOOK_API
 from streamlab.paths import REPO_ROOT
 
+#: The checks' own files.
+CHECKS = sorted(p for p in (REPO_ROOT / "checks").rglob("*.py") if p.name != "conftest.py")
 #: The checks, and the helpers they share that fail a check themselves.
-CHECK_FILES = [
-    *sorted((REPO_ROOT / "checks").glob("*.py")),
-    REPO_ROOT / "streamlab" / "grading" / "heartbeat_checks.py",
-]
+CHECK_FILES = [*CHECKS, REPO_ROOT / "streamlab" / "kit" / "heartbeat.py"]
+#: The checks of labs 02, 05 and 07 still import from the modules themselves.
+NOT_ON_THE_KIT = {
+    "test_02_event_time.py",
+    "test_05_restart_recovery.py",
+    "test_07_complex_event_processing.py",
+}
+ON_THE_KIT = [p for p in CHECKS if p.name not in NOT_ON_THE_KIT]
+
+
+def outside_the_kit(tree: ast.AST) -> list[str]:
+    """Each name a check takes from ``streamlab`` neither through the kit nor as a name the
+    notebooks use (``NOTEBOOK_API``), which a check may exercise on purpose."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split(".")[0] == "streamlab"]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("streamlab"):
+            if node.module == "streamlab.kit":
+                continue
+            names = [f"{node.module}.{a.name}" for a in node.names]
+            found += [name for name in names if name not in NOTEBOOK_API]
+    return found
+
+
+def declared(tree: ast.Module) -> set[str]:
+    """The names a module binds at its top level (assignments, functions, classes)."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        for target in targets:
+            for leaf in ast.walk(target):
+                if isinstance(leaf, ast.Name):
+                    names.add(leaf.id)
+    return names
+
+
+@pytest.mark.parametrize("path", ON_THE_KIT, ids=lambda p: p.name)
+def test_a_check_imports_streamlab_only_through_the_kit(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    assert outside_the_kit(tree) == [], (
+        f"{path.name} imports these from streamlab besides the kit; take them from "
+        "streamlab.kit (add them to its __all__ if a check needs them)"
+    )
+
+
+@pytest.mark.parametrize("path", ON_THE_KIT, ids=lambda p: p.name)
+def test_a_check_declares_none_of_the_kit_names_again(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    again = sorted(declared(tree) & set(streamlab.kit.__all__))
+    assert again == [], f"{path.name} declares the kit's {again} again: import them"
+
+
+def test_the_rules_see_an_import_past_the_kit_and_a_name_declared_again():
+    tree = ast.parse(
+        "from streamlab.kit import START\n"
+        "from streamlab.deadlines import finish\n"
+        "from streamlab.grading.stories import START as T\n"
+        "import streamlab.session\n"
+        "NO_DATA_BATCHES = 'spark.sql.streaming.noDataMicroBatches.enabled'\n"
+        "HEALTHY, X = 'Healthy', 1\n"
+    )
+    assert outside_the_kit(tree) == ["streamlab.grading.stories.START", "streamlab.session"]
+    assert declared(tree) & set(streamlab.kit.__all__) == {"NO_DATA_BATCHES", "HEALTHY"}
+
+
+def test_every_name_of_the_kit_is_there():
+    missing = [name for name in streamlab.kit.__all__ if not hasattr(streamlab.kit, name)]
+    assert missing == []
+
+
+def test_an_answer_of_the_wrong_shape_is_named_with_its_key():
+    fields = {
+        "rows": Field(list_of(is_int), "a list of ints.", expected="a list of ints"),
+        "batch": Field(is_int, "a batch id, an int"),
+    }
+    assert expect_answer({"rows": [1, 2], "batch": 3}, "DIAGNOSIS", fields) == {
+        "rows": [1, 2],
+        "batch": 3,
+    }
+    with pytest.raises(CheckFailed) as failed:
+        expect_answer({"rows": [1, True], "batch": 3}, "DIAGNOSIS", fields)
+    assert failed.value.message == "DIAGNOSIS['rows'] should be a list of ints."
+    assert (failed.value.expected, failed.value.actual) == ("a list of ints", "[1, True]")
+    assert not failed.value.of_shape
+    with pytest.raises(CheckFailed) as failed:
+        expect_answer({"rows": [], "batch": "3"}, "DIAGNOSIS", fields)
+    assert failed.value.message == "DIAGNOSIS['batch'] should be a batch id, an int; it is '3'."
+    with pytest.raises(CheckFailed) as failed:
+        expect_answer({"rows": []}, "DIAGNOSIS", fields)
+    assert failed.value.of_shape
+
+
+def test_settings_put_back_what_they_found(spark):
+    key, absent = "spark.sql.shuffle.partitions", "spark.streamlab.never.set"
+    before = spark.conf.get(key)
+    with streamlab.kit.session_conf(spark, {key: "7", absent: "x"}):
+        assert (spark.conf.get(key), spark.conf.get(absent)) == ("7", "x")
+    assert (spark.conf.get(key), spark.conf.get(absent, None)) == (before, None)
 
 
 @pytest.mark.parametrize("path", CHECK_FILES, ids=lambda p: p.name)

@@ -59,9 +59,9 @@ from test_ask_before_telling import (
 )
 
 from streamlab import spark_errors
+from streamlab.course import registry
+from streamlab.course.notebooks import split_regions, tags
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import split_regions, tags
 
 #: Every exercise that asks before it tells: a prediction, or a debug exercise's cause and fix.
 CRUCIAL = PREDICT + DEBUG
@@ -411,13 +411,17 @@ def check_hints(path: Path) -> tuple[tuple[int, str | None, str], ...]:
 
 
 def check_hint_units(exercise: str) -> Iterator[tuple[str, str]]:
-    path = lab_of(exercise).check_file
-    for line, shown_by, text in check_hints(path):
-        if shown_by and DIAGNOSED_BY.get(shown_by) == exercise:
-            continue
-        for unit in units(text):
-            where = f"{path.relative_to(REPO_ROOT)} l. {line}, a hint of {shown_by or 'a'} check"
-            yield where, unit
+    lab = lab_of(exercise)
+    story = [lab.check_dir / f"story_{lab.id}.py"] if lab.check_dir.is_dir() else []
+    for path in [*lab.check_files, *(p for p in story if p.exists())]:
+        for line, shown_by, text in check_hints(path):
+            if shown_by and DIAGNOSED_BY.get(shown_by) == exercise:
+                continue
+            for unit in units(text):
+                where = (
+                    f"{path.relative_to(REPO_ROOT)} l. {line}, a hint of {shown_by or 'a'} check"
+                )
+                yield where, unit
 
 
 # -- the rules -----------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
+from streamlab.course.notebooks import exercise_id, read_cells
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling.notebooks import exercise_id, read_cells
 
 LAB = "00-orientation"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import Row
 
+from streamlab.course import registry
 from streamlab.grading import report
 from streamlab.grading.expect import CheckFailed, expect_equal, expect_keys, list_diff
 from streamlab.grading.verdict import FAILED, CheckResult, verdict_for
-from streamlab.tooling import registry
 
 
 def test_equal_values_pass_and_different_ones_say_both():

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from streamlab.course.registry import Exercise, Lab
 from streamlab.grading import report
 from streamlab.grading.expect import CheckFailed
 from streamlab.grading.loader import CellProblem, NotebookMissing, reference_sentence
@@ -30,7 +31,6 @@ from streamlab.grading.verdict import (
     verdict_for,
 )
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling.registry import Exercise, Lab
 
 GOLDEN = Path(__file__).parent / "golden"
 REFRESH = os.environ.get("STREAMLAB_REFRESH_GOLDEN") == "1"

@@ -11,6 +11,8 @@ import pytest
 from grader_runs import run_grader
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from streamlab.course import registry
+from streamlab.course.notebooks import exercise_id, without_markers
 from streamlab.grading import loader, report
 from streamlab.grading.plugin import CheckResult
 from streamlab.grading.timeout import CheckTimeout, time_limit
@@ -24,8 +26,6 @@ from streamlab.grading.verdict import (
     verdict_for,
 )
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import exercise_id, without_markers
 
 
 def _write(tmp_path: Path, *cells) -> Path:
@@ -153,9 +153,9 @@ def test_verdicts_speak_in_sentences(error, status, words):
 
 
 def test_a_check_that_waits_on_an_earlier_exercise_gives_no_hint_of_its_own():
+    from streamlab.course import registry
     from streamlab.grading import report
     from streamlab.grading.verdict import CheckResult
-    from streamlab.tooling import registry
 
     lab = registry.lab("03")
     waits = verdict_for(NotImplementedError("exercise 3.1 is not done yet"), "3.4")

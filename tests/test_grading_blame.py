@@ -8,10 +8,10 @@ from pathlib import Path
 import nbformat
 from grader_runs import run_grader
 
+from streamlab.course import registry
 from streamlab.grading import blame, calls
 from streamlab.grading.verdict import FAILED, PASSED, CheckResult, Verdict
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
 
 LAB07 = registry.lab("07")
 

@@ -18,10 +18,10 @@ import nbformat
 import pytest
 from grader_runs import run_grader
 
+from streamlab.course import registry
+from streamlab.course.notebooks import cell_name, first_line
 from streamlab.grading import supervisor
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import cell_name, first_line
 
 LAB = registry.lab("00")
 STALE = {

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import nbformat
 
+from streamlab.course import registry
 from streamlab.grading import supervisor, waiting
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
 
 LAB02 = registry.lab("02")
 

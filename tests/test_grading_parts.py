@@ -11,33 +11,37 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from streamlab.course import registry
 from streamlab.grading import report, supervisor
 from streamlab.grading.verdict import FAILED, NOT_STARTED, PASSED, CheckResult, Verdict
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
 
 DEBUG = [e for lab in registry.labs() for e in lab.exercises if e.kind == "debug"]
 
 
 def _markers(lab: registry.Lab) -> list[tuple[str, dict, str]]:
     """(exercise, the marker's keyword arguments as source, the check's source) per check."""
-    source = lab.check_file.read_text(encoding="utf-8")
     found = []
-    for node in ast.parse(source).body:
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        for decorator in node.decorator_list:
-            if (
-                isinstance(decorator, ast.Call)
-                and getattr(decorator.func, "id", "") == "exercise"
-                and isinstance(decorator.args[0], ast.Constant)
-            ):
-                kwargs = {
-                    k.arg: ast.get_source_segment(source, k.value) for k in decorator.keywords
-                }
-                found.append(
-                    (decorator.args[0].value, kwargs, ast.get_source_segment(source, node) or "")
-                )
+    for check in lab.check_files:
+        source = check.read_text(encoding="utf-8")
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.FunctionDef):
+                found += _marked(source, node)
+    return found
+
+
+def _marked(source: str, node: ast.FunctionDef) -> list[tuple[str, dict, str]]:
+    found = []
+    for decorator in node.decorator_list:
+        if (
+            isinstance(decorator, ast.Call)
+            and getattr(decorator.func, "id", "") == "exercise"
+            and isinstance(decorator.args[0], ast.Constant)
+        ):
+            kwargs = {k.arg: ast.get_source_segment(source, k.value) for k in decorator.keywords}
+            found.append(
+                (decorator.args[0].value, kwargs, ast.get_source_segment(source, node) or "")
+            )
     return found
 
 
@@ -136,9 +140,11 @@ def test_grading_2_5_by_part_on_spark(tmp_path):
     assert said["update"]["hint"] != lab.exercise("2.5").hint
 
 
-def _check_module(lab_id: str):
+def _check_module(lab_id: str, exercise: str = ""):
+    """A lab's checks as a module: the file of ``exercise`` for a lab in a folder."""
     lab = registry.lab(lab_id)
-    spec = importlib.util.spec_from_file_location(f"lab{lab_id}_checks", lab.check_file)
+    path = lab.check_dir / f"test_{exercise.replace('.', '_')}.py" if exercise else lab.check_file
+    spec = importlib.util.spec_from_file_location(f"lab{lab_id}_checks", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -151,7 +157,7 @@ def test_the_first_hint_of_a_failure_is_aimed_at_it():
     from streamlab.grading.expect import CheckFailed
     from streamlab.grading.verdict import verdict_for
 
-    lab00 = _check_module("00")
+    lab00 = _check_module("00", "0.2")
     returns_nothing = SimpleNamespace(run_once=lambda *args: None)
     with pytest.raises(CheckFailed) as failed:
         lab00._run(returns_nothing, None, "in", "out", "checkpoint")

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from grader_runs import run_grader
 
+from streamlab.course import registry
 from streamlab.grading import magic, report, supervisor
 from streamlab.grading.events import EventKind
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
 
 LAB05 = registry.lab("05")
 MISSING = "solutions/05-restart-recovery/05-restart-recovery.ipynb"

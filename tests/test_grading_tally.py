@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from streamlab.course import registry
 from streamlab.grading import report
 from streamlab.grading.verdict import PASSED, CheckResult, Verdict
-from streamlab.tooling import registry
 
 COURSE_TOTAL = sum(len(lab.exercises) for lab in registry.labs())
 

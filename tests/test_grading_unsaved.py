@@ -16,8 +16,8 @@ from grader_runs import run_grader
 from jupyter_client import BlockingKernelClient
 from jupyter_support import TOKEN, running_jupyterlab
 
+from streamlab.course import registry
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
 
 LAB = registry.lab("00")
 SOLVED = """def summarise_progress(progress: dict) -> str:

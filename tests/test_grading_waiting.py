@@ -80,7 +80,7 @@ def test_a_checks_setup_goes_on_under_its_own_exercise_after_the_notebooks_cells
     from streamlab.grading.events import EventKind
 
     seen: list[Progress] = []
-    check = "checks/test_00_orientation.py::test_run_once_reads_every_heartbeat"
+    check = "checks/lab_00/test_0_2.py::test_run_once_reads_every_heartbeat"
     run = supervisor._Run(
         supervisor.Outcome(), supervisor._Plan(), cell_limit=60.0, cap=None, on_progress=seen.append
     )

@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql.streaming import StatefulProcessor
 
 from streamlab.grading import CheckFailed
-from streamlab.grading.heartbeat_checks import ProcessorStory, handler_must_yield
+from streamlab.kit.heartbeat import ProcessorStory, handler_must_yield
 
 
 class ForgetsToYield(StatefulProcessor):

@@ -11,9 +11,10 @@ import markdown
 import nbformat
 import pytest
 
+from streamlab.course import registry
+from streamlab.course.notebooks import exercise_id, solution_regions
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import hint_leaks, hints, mkdocs_hooks, registry
-from streamlab.tooling.notebooks import exercise_id, solution_regions
+from streamlab.tooling import hint_leaks, hints, mkdocs_hooks
 
 # Exercise 2.1's hint as it stood when it carried the answer.
 TELLING_HINT = (

@@ -24,8 +24,8 @@ from lab00_answers import solved
 from offline_browser import offline_context
 from test_time_view import LABELS_OUTSIDE
 
+from streamlab.course.notebooks import exercise_id
 from streamlab.paths import BUILD_DIR, REPO_ROOT
-from streamlab.tooling.notebooks import exercise_id
 
 ARTIFACTS = BUILD_DIR / "artifacts" / "newcomer"
 LAB00, LAB01 = "00-orientation", "01-ingestion"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import re
 
+from streamlab.course.notebooks import read_cells
 from streamlab.hub.api import HUB_ENV
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling.notebooks import read_cells
 
 LAB = "00-orientation"
 

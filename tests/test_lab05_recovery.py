@@ -16,10 +16,10 @@ from pathlib import Path
 import nbformat
 from test_monitor import check_transitions, run_through_downtime
 
+from streamlab.course import registry
 from streamlab.fleet import Fleet
 from streamlab.hub import start_subprocess
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
 from streamlab.tooling.authoring import is_proof
 
 LIMIT = 6  # maxEventsPerTrigger after the restart

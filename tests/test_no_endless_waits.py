@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from streamlab.course.notebooks import read_cells, split_regions
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling.notebooks import read_cells, split_regions
 
 ENDLESS = re.compile(r"\.(awaitTermination|processAllAvailable|awaitAnyTermination)\(\s*\)")
 #: Where the course's own Python lives.

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from streamlab.course.notebooks import read_cells
 from streamlab.notebook_api import NOTEBOOK_API
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling.notebooks import read_cells
 
 
 def _is_module(dotted: str) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from streamlab.tooling import registry
+from streamlab.course import registry
 
 HINTS = 'hints = ["a nudge", "an approach"]'
 
@@ -97,3 +97,16 @@ def test_an_exercise_is_a_build_unless_it_says_which_kind(tmp_path):
     )
     (lab,) = registry.labs(_write(tmp_path, text))
     assert [e.kind for e in lab.exercises] == ["build", "predict"]
+
+
+def test_a_check_path_names_its_lab_in_either_layout():
+    assert registry.lab_of_check("checks/lab_04/test_4_2.py::test_x[p1]") == "04"
+    assert registry.lab_of_check("/repo/checks/lab_10/story_10.py") == "10"
+    assert registry.lab_of_check("checks/test_02_event_time.py::test_y") == "02"
+    assert registry.lab_of_check("checks/conftest.py") is None
+
+
+def test_a_lab_in_a_folder_is_graded_from_its_files_one_an_exercise():
+    lab = registry.lab("00")
+    assert lab.checks == lab.check_dir == registry.CHECKS_DIR / "lab_00"
+    assert [p.name for p in lab.check_files] == ["test_0_1.py", "test_0_2.py", "test_0_3.py"]

@@ -7,9 +7,10 @@ import shutil
 import nbformat
 import pytest
 
-from streamlab.grading import reset, unsaved
+from streamlab.course import registry
+from streamlab.grading import unsaved
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
+from streamlab.tooling import reset
 
 LAB = registry.lab("04")
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from jupyter_support import build_site, serving
 
+from streamlab.course import registry
 from streamlab.paths import BUILD_DIR
-from streamlab.tooling import mkdocs_hooks, registry
+from streamlab.tooling import mkdocs_hooks
 
 ARTIFACTS = BUILD_DIR / "artifacts"
 

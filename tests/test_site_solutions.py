@@ -15,9 +15,10 @@ import pytest
 from jupyter_support import build_site, serving
 from mkdocs.exceptions import PluginError
 
+from streamlab.course import registry
+from streamlab.course.notebooks import exercise_id, read_cells, solution_regions
 from streamlab.paths import BUILD_DIR, REPO_ROOT
-from streamlab.tooling import mkdocs_hooks, registry
-from streamlab.tooling.notebooks import exercise_id, read_cells, solution_regions
+from streamlab.tooling import mkdocs_hooks
 
 ARTIFACTS = BUILD_DIR / "artifacts"
 #: The labs whose every exercise has a discussion.

@@ -9,9 +9,9 @@ import nbformat
 import pytest
 
 from streamlab import solutions
-from streamlab.grading import heartbeat_checks
+from streamlab.course import registry
+from streamlab.kit import heartbeat as heartbeat_checks
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
 
 LAB04 = registry.lab("04")
 

@@ -22,12 +22,12 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamlab import spark_errors
+from streamlab.course import registry
+from streamlab.course.notebooks import read_cells
 from streamlab.deadlines import finish
 from streamlab.paths import REPO_ROOT
 from streamlab.restart_trials import session_conf
 from streamlab.spark_private import repartition_state
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import read_cells
 
 # Spark's Python workers cannot import this file: the processors below travel by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -63,9 +63,9 @@ def test_lab05_prints_one_of_the_two_readings_the_connect_run_accepts():
     import json
     import re
 
+    from streamlab.course.registry import lab
     from streamlab.paths import REPO_ROOT
     from streamlab.tooling.connect_notebooks import DIFFERENCES
-    from streamlab.tooling.registry import lab
 
     notebook = json.loads(lab("05").notebook(REPO_ROOT / "solutions").read_text())
     recorded = "".join(

@@ -12,7 +12,8 @@
   :mod:`.attempt` is what a check, in the child, made of the learner's answer;
   :mod:`.answers` reads an exercise's answer cells from ``solutions/`` for ``%check`` and
   ``build/answers/``; :mod:`.reveal` is ``nox -s reveal``.
-- :mod:`.report` prints the table and writes ``build/grade.json``; :mod:`.unsaved` notices
+- :mod:`.report` prints the table and writes ``build/grade.json``, which :mod:`.grade_file`
+  reads and writes as records (refusing a file of another shape); :mod:`.unsaved` notices
   a notebook whose kernel ran newer code than its file holds.
 """
 

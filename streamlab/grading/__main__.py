@@ -21,10 +21,11 @@ import sys
 from pathlib import Path
 
 from streamlab import processes
+from streamlab.course import registry
 from streamlab.grading import answers, blame, report, supervisor, tries, unsaved, waiting, warm
+from streamlab.grading.grade_file import GradeFileInvalid
 from streamlab.grading.verdict import CheckResult
 from streamlab.paths import BUILD_DIR
-from streamlab.tooling import registry
 
 #: Exit statuses.
 OK, FAILED, USAGE, INCOMPLETE = 0, 1, 2, 3
@@ -87,6 +88,15 @@ def _choose(labs: list[str], exercises: list[str]) -> list[registry.Lab]:
     return chosen or list(registry.labs())
 
 
+def _earlier(json_path: Path) -> dict | None:
+    """The grade an earlier run wrote; a file that is not one is said, then graded over."""
+    try:
+        return report.read_json(json_path)
+    except GradeFileInvalid as refused:
+        print(f"{refused}: this grading writes a new one, without what it held.", file=sys.stderr)
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -95,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         text = str(error).rstrip(".")
         print(f"{text[:1].upper()}{text[1:]}.", file=sys.stderr)
         return USAGE
-    missing = [lab for lab in chosen if not lab.check_file.exists()]
+    missing = [lab for lab in chosen if not lab.checks.exists()]
     if missing:
         print(
             "No checks for lab(s) "
@@ -106,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE
 
     json_path = Path(args.json)
-    earlier = report.read_json(json_path)
+    earlier = _earlier(json_path)
     # Whatever happens from here on, no earlier grade stays in place.
     report.write_json(
         {

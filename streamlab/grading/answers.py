@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from streamlab.course import registry
+from streamlab.course.notebooks import answer_id, read_cells
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import answer_id, read_cells
 
 
 @dataclass(frozen=True)

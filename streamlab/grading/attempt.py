@@ -14,10 +14,10 @@ import ast
 import json
 from typing import Any
 
+from streamlab.course import registry
+from streamlab.course.notebooks import exercise_id, read_cells
 from streamlab.grading.expect import CheckFailed
 from streamlab.grading.verdict import Attempt
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import exercise_id, read_cells
 
 PREDICTION, DIAGNOSIS = "prediction", "diagnosis"
 

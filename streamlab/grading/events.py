@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from enum import StrEnum
-from pathlib import Path
+
+from streamlab.course import registry
 
 #: Names the file descriptor of the pipe in the child's environment.
 FD_VARIABLE = "STREAMLAB_GRADING_FD"
@@ -63,6 +63,5 @@ def emit(event: EventKind, **fields) -> None:
 
 
 def lab_of_check(nodeid: str) -> str | None:
-    """The lab of a check's (or check file's) node id: ``checks/test_04_x.py::t`` is 04."""
-    match = re.fullmatch(r"test_(\d+)_\w+", Path(nodeid.partition("::")[0]).stem)
-    return match.group(1) if match else None
+    """The lab of a check's (or check file's) node id: ``checks/lab_04/test_4_2.py::t`` is 04."""
+    return registry.lab_of_check(nodeid)

@@ -22,11 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from streamlab.grading import calls
-from streamlab.grading.timeout import CELL_TIME_LIMIT, CheckTimeout, time_limit
-from streamlab.paths import REPO_ROOT
-from streamlab.spark_errors import explain
-from streamlab.tooling.notebooks import (
+from streamlab.course.notebooks import (
     NOT_DONE,
     NOT_DONE_PATTERN,
     cell_name,
@@ -36,6 +32,10 @@ from streamlab.tooling.notebooks import (
     first_line,
     is_graded,
 )
+from streamlab.grading import calls
+from streamlab.grading.timeout import CELL_TIME_LIMIT, CheckTimeout, time_limit
+from streamlab.paths import REPO_ROOT
+from streamlab.spark_errors import explain
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ class LoadedNotebook:
     exercises: set[str] = field(default_factory=set)
     cells: dict[str, int] = field(default_factory=dict)  # exercise -> its (first) cell number
     first_lines: dict[str, str] = field(default_factory=dict)  # exercise -> its cell's first line
-    #: :func:`streamlab.tooling.notebooks.fingerprint` of the graded cells that ran.
+    #: :func:`streamlab.course.notebooks.fingerprint` of the graded cells that ran.
     fingerprint: str = ""
     #: exercise -> earlier exercise -> names of its cell that this exercise's cells read
     #: (:func:`streamlab.grading.calls.uses`).

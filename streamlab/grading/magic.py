@@ -34,6 +34,8 @@ from pathlib import Path
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from streamlab import processes
+from streamlab.course import registry
+from streamlab.course.notebooks import cell_name, exercise_id, first_line, is_graded, read_cells
 from streamlab.grading import answers, tries
 from streamlab.grading.answers import AnswerCell
 from streamlab.grading.cell_history import LAST_RUNS, CellRun
@@ -41,8 +43,6 @@ from streamlab.grading.supervisor import Progress
 from streamlab.grading.verdict import NOT_GRADED, PASSED, REVEALED, Status
 from streamlab.grading.waiting import read_progress
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import cell_name, exercise_id, first_line, is_graded, read_cells
 
 
 class CheckError(Exception):

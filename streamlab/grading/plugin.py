@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from streamlab.course import registry
 from streamlab.grading import attempt, events
 from streamlab.grading.events import EventKind
 from streamlab.grading.loader import CellProblem, LoadedNotebook, NotebookUnreadable, load_notebook
@@ -40,9 +40,6 @@ from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT, time_lim
 from streamlab.grading.verdict import FAILED, Attempt, CellFailed, CheckResult, verdict_for
 from streamlab.paths import REPO_ROOT
 from streamlab.spark_fixtures import checkpoint_dir, pytest_unconfigure, spark  # noqa: F401
-from streamlab.tooling import registry
-
-_LAB_FILE = re.compile(r"test_(\d+)_\w+\.py$")
 
 
 def exercise(exercise_id: str, *, timeout: float = DEFAULT_TIMEOUT, hint: str = "", part: str = ""):
@@ -155,10 +152,12 @@ def results(config: pytest.Config) -> list[CheckResult]:
 
 
 def lab_of(item: pytest.Item) -> str:
-    match = _LAB_FILE.search(str(item.path))
-    if not match:
-        raise pytest.UsageError(f"{item.path.name}: check files are named test_<ID>_<slug>.py")
-    return match.group(1)
+    lab = registry.lab_of_check(item.path)
+    if lab is None:
+        raise pytest.UsageError(
+            f"{item.path.name}: a lab's checks are in checks/lab_<ID>/ (or checks/test_<ID>_<slug>.py)"
+        )
+    return lab
 
 
 def unit_of(item: pytest.Item) -> str:

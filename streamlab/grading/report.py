@@ -6,7 +6,7 @@ grade)::
     {"format_version": 2, "status": "graded", "notebooks": "labs", "complete": false,
      "earlier_labs": [...],  # other labs, as an earlier run graded them
      "labs": [{"id": "00", "title": "...", "status": "graded" | "error", "message": "",
-               "fingerprint": "...",  # of the graded cells that ran (streamlab.tooling.notebooks)
+               "fingerprint": "...",  # of the graded cells that ran (streamlab.course.notebooks)
                "exercises": [{"id": "0.1", "title": "...", "cell": 5, "cell_line": "def ...",
                               "status": "passed" | "failed" | "not-started" | "not-graded"
                                         | "revealed",
@@ -41,7 +41,9 @@ the closing tally (``passed``, ``failed``, ...) counts what this run graded.
 not passed since; not passed, counted as passed by no tally. One that passed after a reveal is
 ``passed`` with ``"revealed": true``. ``first_try`` and ``first_tries`` come from the learner's
 record of tries (:mod:`streamlab.grading.tries`), which every grading adds to and none rewrites.
-``format_version`` changes when a field changes meaning or goes away.
+``format_version`` changes when a field changes meaning or goes away. The file is written
+from, and read back as, the records of :mod:`streamlab.grading.grade_file`, which refuse a
+file of another shape with a sentence.
 """
 
 from __future__ import annotations
@@ -53,9 +55,13 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
 
+from streamlab.course import registry
+from streamlab.course.notebooks import cell_name
+from streamlab.course.registry import Exercise, Lab
+from streamlab.grading import grade_file
 from streamlab.grading import tries as first_tries
+from streamlab.grading.grade_file import FORMAT_VERSION, Grade
 from streamlab.grading.verdict import (
     FAILED,
     NOT_GRADED,
@@ -68,13 +74,6 @@ from streamlab.grading.verdict import (
     by_parts,
     combine,
 )
-from streamlab.paths import write_atomically
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import cell_name
-from streamlab.tooling.registry import Exercise, Lab
-
-#: The version of the format of ``build/grade.json``.
-FORMAT_VERSION = 2
 
 
 def grade(
@@ -224,7 +223,7 @@ def with_tries(graded: dict, tries: Mapping[str, dict]) -> dict:
             tried = tries.get(str(row.get("id")), {})
             if tried.get("revealed") and row.get("status") in (FAILED, NOT_STARTED):
                 row["status"], row["hint"] = str(REVEALED), ""
-            row.update(_as_tried(Verdict(str(row.get("status")), ""), tried)[1])
+            row.update(_as_tried(Verdict(Status(row.get("status")), ""), tried)[1])
     graded["first_tries"] = first_tries.called(tries)
     graded["progress"] = _progress(graded)
     graded["complete"] = all(e["status"] == PASSED for e in _graded_now(graded))
@@ -625,18 +624,12 @@ def _compared(exercise: dict) -> list[str]:
 
 
 def read_json(path: Path) -> dict | None:
-    """A grade written earlier, or None when there is none or it cannot be read."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    """A grade written earlier, or None when there is none; a file that is not a grade raises
+    :class:`~streamlab.grading.grade_file.GradeFileInvalid` with a sentence saying why."""
+    grade = grade_file.read(path)
+    return None if grade is None else grade.as_json()
 
 
 def write_json(graded: dict, path: Path) -> None:
-    """Replace ``path`` atomically: a reader sees the old file or the new one, never half."""
-
-    def write(out: TextIO) -> None:
-        out.write(json.dumps(graded, indent=2, ensure_ascii=False) + "\n")
-
-    write_atomically(path, write)
+    """Replace ``path`` atomically with the grade, checked as records on the way."""
+    grade_file.write(Grade.from_json(graded), path)

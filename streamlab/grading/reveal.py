@@ -18,12 +18,13 @@ import textwrap
 import tomllib
 from pathlib import Path
 
+from streamlab.course import registry
+from streamlab.course.notebooks import exercise_id, read_cells, without_markers
+from streamlab.course.registry import find_exercise
 from streamlab.grading import answers, report, tries
 from streamlab.grading.attempt import DIAGNOSIS, PREDICTION
+from streamlab.grading.grade_file import GradeFileInvalid
 from streamlab.paths import BUILD_DIR, REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.hints import find_exercise
-from streamlab.tooling.notebooks import exercise_id, read_cells, without_markers
 
 
 def answer_part(lab: registry.Lab, exercise: registry.Exercise) -> str:
@@ -31,11 +32,13 @@ def answer_part(lab: registry.Lab, exercise: registry.Exercise) -> str:
     it) or ``""``: what a reveal before any try counts as missed."""
     if exercise.kind == "predict":
         return PREDICTION
-    try:
-        tree = ast.parse(lab.check_file.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
-        return ""
-    for node in ast.walk(tree):
+    trees = []
+    for check in lab.check_files:
+        try:
+            trees.append(ast.parse(check.read_text(encoding="utf-8")))
+        except (OSError, SyntaxError):
+            continue
+    for node in (node for tree in trees for node in ast.walk(tree)):
         if (
             isinstance(node, ast.Call)
             and getattr(node.func, "id", None) == "exercise"
@@ -109,7 +112,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     record = tries.reveal(exercise.id, answer_part(lab, exercise), BUILD_DIR / "first-tries.json")
     grade_file = BUILD_DIR / "grade.json"
-    graded = report.read_json(grade_file)
+    try:
+        graded = report.read_json(grade_file)
+    except GradeFileInvalid as refused:
+        print(f"{refused}: grade again (nox -s check) to see the reveal in it.", file=sys.stderr)
+        graded = None
     if (
         graded is not None
         and graded.get("status") == "graded"

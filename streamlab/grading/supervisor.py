@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from streamlab import processes
+from streamlab.course.notebooks import cell_name
+from streamlab.course.registry import Lab
 from streamlab.grading import warm
 from streamlab.grading.events import FD_VARIABLE, EventKind, lab_of_check
 from streamlab.grading.timeout import CELL_TIME_LIMIT, DEFAULT_TIMEOUT
 from streamlab.grading.verdict import FAILED, TIMEOUT_HINT, Attempt, CheckResult, Status, Verdict
-from streamlab.tooling.notebooks import cell_name
-from streamlab.tooling.registry import Lab
 
 #: One event of the child's, as :mod:`streamlab.grading.events` describes each kind.
 Event = dict[str, Any]
@@ -67,7 +67,7 @@ class Outcome:
     cells: dict[str, dict[str, int]] = field(default_factory=dict)  # unit -> exercise -> cell
     #: unit -> exercise -> the first line of its cell
     first_lines: dict[str, dict[str, str]] = field(default_factory=dict)
-    #: unit -> the fingerprint of the graded cells its checks ran (streamlab.tooling.notebooks)
+    #: unit -> the fingerprint of the graded cells its checks ran (streamlab.course.notebooks)
     fingerprints: dict[str, str] = field(default_factory=dict)
     #: Labs whose error leaves their exercises not graded rather than failed (the course's
     #: reference notebooks are missing).
@@ -232,7 +232,7 @@ def run(
         # children are enough; the bound only guards against a course bug that loops.
         for _ in range(200):
             plan.write(plan_path)
-            args = [str(lab.check_file) for lab in labs] + [
+            args = [str(lab.checks) for lab in labs] + [
                 "--notebooks",
                 notebooks,
                 "--grading-plan",

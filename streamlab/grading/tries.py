@@ -116,8 +116,8 @@ def answer_cell(exercise: str, cell_id: str, solutions: Path | None = None) -> N
 
 
 def _answer_code(exercise: str, cell_id: str, solutions: Path) -> str:
-    from streamlab.tooling import registry
-    from streamlab.tooling.notebooks import answer_id, read_cells, source
+    from streamlab.course import registry
+    from streamlab.course.notebooks import answer_id, read_cells, source
 
     path = registry.lab(exercise.partition(".")[0]).notebook(solutions)
     try:

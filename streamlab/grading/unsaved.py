@@ -21,9 +21,9 @@ import urllib.request
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from streamlab.course.notebooks import NOT_DONE, exercise_id, read_cells
+from streamlab.course.registry import Lab
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling.notebooks import NOT_DONE, exercise_id, read_cells
-from streamlab.tooling.registry import Lab
 
 _DEFINITION = re.compile(r"^(?:async\s+)?(?:def|class)\s+(\w+)", re.MULTILINE)
 #: Kernels older than this are not the learner's current work.

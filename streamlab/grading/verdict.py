@@ -9,10 +9,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streamlab.course.notebooks import NOT_DONE_PATTERN
 from streamlab.grading.expect import CheckFailed
 from streamlab.grading.timeout import CheckTimeout
 from streamlab.spark_errors import deepest_cause, explain
-from streamlab.tooling.notebooks import NOT_DONE_PATTERN
 
 if TYPE_CHECKING:
     from streamlab.grading.loader import CellProblem
@@ -78,7 +78,9 @@ class CellFailed(Exception):
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str
+    """A check's (or an exercise's) verdict: its status and what to read."""
+
+    status: Status
     message: str
     #: What the failed check expected and what the code did, in full (``expect.CheckFailed``).
     expected: str = ""
@@ -93,6 +95,10 @@ class Verdict:
     #: For a check that failed by an error its code raised: the deepest cause's error class
     #: (``STATE_STORE_COMMIT_VALIDATION_FAILED``) or exception (``TypeError``).
     cause: str = ""
+
+    def __post_init__(self) -> None:
+        # A verdict that came through an event (a string) gets its enum back, or fails here.
+        object.__setattr__(self, "status", Status(self.status))
 
 
 @dataclass(frozen=True)

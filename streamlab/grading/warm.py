@@ -757,10 +757,6 @@ def _import_what_checks_import() -> None:
     import pyarrow  # noqa: F401
     import pytest  # noqa: F401
 
-    import streamlab.grading.child
-    import streamlab.grading.heartbeat_checks
-    import streamlab.grading.plugin  # noqa: F401
-
 
 def _first_jobs(spark) -> None:
     from pyspark.sql import functions as F

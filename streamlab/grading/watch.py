@@ -18,8 +18,8 @@ from datetime import datetime
 from pathlib import Path
 
 from streamlab import processes
+from streamlab.course import registry
 from streamlab.paths import BUILD_DIR, REPO_ROOT
-from streamlab.tooling import registry
 
 #: How often the notebooks' modification times are read, in seconds.
 POLL_SECONDS = 0.2

@@ -1,7 +1,7 @@
 """The course's own tooling, which a learner never imports from a notebook.
 
-- :mod:`streamlab.tooling.registry`: the list of labs and exercises (``course.toml``).
-- :mod:`streamlab.tooling.notebooks`: the notebook conventions (exercise tags, solution regions).
+- :mod:`streamlab.course.registry`: the list of labs and exercises (``course.toml``).
+- :mod:`streamlab.course.notebooks`: the notebook conventions (exercise tags, solution regions).
 - :mod:`streamlab.tooling.authoring`: generates the learner's notebooks in ``labs/`` from
   ``solutions/`` (``nox -s author``).
 - :mod:`streamlab.tooling.hints`: tiered hints (``nox -s hint``);

@@ -36,8 +36,7 @@ from pathlib import Path
 
 import nbformat
 
-from streamlab.paths import REPO_ROOT
-from streamlab.tooling.notebooks import (
+from streamlab.course.notebooks import (
     ANSWER_CALL,
     ANSWER_PLACEHOLDER,
     BEGIN,
@@ -50,8 +49,9 @@ from streamlab.tooling.notebooks import (
     split_regions,
     tags,
 )
-from streamlab.tooling.registry import Lab, labs
-from streamlab.tooling.registry import lab as registry_lab
+from streamlab.course.registry import Lab, labs
+from streamlab.course.registry import lab as registry_lab
+from streamlab.paths import REPO_ROOT
 
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
 LABS_DIR = REPO_ROOT / "labs"

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from streamlab import processes
 from streamlab.connect import ConnectServer, ConnectServerError
+from streamlab.course import registry
 from streamlab.paths import BUILD_DIR, REPO_ROOT
 from streamlab.session import REMOTE_ENV
-from streamlab.tooling import registry
 from streamlab.tooling.connect_nbval import REASON
 
 LOG_DIR = BUILD_DIR / "connect-notebooks"

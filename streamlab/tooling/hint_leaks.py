@@ -16,9 +16,9 @@ import textwrap
 import tokenize
 from collections.abc import Sequence
 
+from streamlab.course import registry
+from streamlab.course.notebooks import exercise_id, solution_regions
 from streamlab.paths import REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import exercise_id, solution_regions
 
 #: The shortest run of solution code (whitespace ignored) that a hint may not repeat.
 MIN_CODE_RUN = 12

@@ -19,29 +19,14 @@ import textwrap
 import unicodedata
 from pathlib import Path
 
+from streamlab.course import registry
+from streamlab.course.notebooks import read_cells
+from streamlab.course.registry import find_exercise
 from streamlab.paths import BUILD_DIR, REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import read_cells
 
 STATE_FILE = BUILD_DIR / "hints.json"
 SITE_URL = "http://127.0.0.1:8000"
 SITE_DIR = BUILD_DIR / "site"
-
-_EXERCISE_ID = re.compile(r"^\d+\.\d+$")
-
-
-def find_exercise(exercise_id: str) -> tuple[registry.Lab, registry.Exercise]:
-    """The lab and exercise of an id such as ``2.1``; a sentence when there is none."""
-    if exercise_id.isdigit():
-        lab = registry.lab(exercise_id)
-        known = ", ".join(e.id for e in lab.exercises)
-        raise registry.RegistryError(f"{exercise_id} is a lab; name one of its exercises: {known}")
-    if not _EXERCISE_ID.match(exercise_id):
-        raise registry.RegistryError(
-            f"{exercise_id!r} is not an exercise id: give one such as 2.1 (lab 02, exercise 1)"
-        )
-    lab = registry.lab(exercise_id.partition(".")[0])
-    return lab, lab.exercise(exercise_id)
 
 
 def solution_link(lab: registry.Lab, exercise: registry.Exercise) -> tuple[str, Path]:

@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import posixpath
@@ -37,9 +36,11 @@ import nbformat
 from mkdocs.exceptions import PluginError
 
 from streamlab import benchmarks
+from streamlab.course import registry
+from streamlab.course.notebooks import exercise_id, without_markers
+from streamlab.grading.grade_file import GradeFileInvalid
+from streamlab.grading.grade_file import read as read_grade
 from streamlab.paths import BUILD_DIR, REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import exercise_id, without_markers
 
 MARKER = "<!-- exercises -->"
 #: A fold: what it wraps opens with exercise N.M's solution. Folds wrap whole blocks
@@ -221,18 +222,21 @@ def read_discussions(path: Path = DISCUSSIONS_FILE) -> dict[str, str]:
 
 def passed_exercises(grade_file: Path = GRADE_FILE) -> frozenset[str]:
     """The exercises ``grade_file`` says passed or revealed (``nox -s reveal``): their
-    solutions, discussions and folds open; none when the file is missing or unreadable.
+    solutions, discussions and folds open; none when the file is missing, and none, said in a
+    warning, when it is not a grade.
 
     Every lab of the grade counts, those an earlier run graded (``earlier_labs``) and an
     exercise graded on cells the notebook has changed since (``earlier_exercises``): it passed
     once. A grade of the course's own ``solutions/`` opens nothing.
     """
     try:
-        graded = json.loads(grade_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        grade = read_grade(grade_file)
+    except GradeFileInvalid as refused:
+        log.warning(f"{refused}: no exercise's solution opens; grade again (nox -s check).")
         return frozenset()
-    if not isinstance(graded, dict) or graded.get("status") != "graded":
+    if grade is None or grade.status != "graded":
         return frozenset()
+    graded = grade.as_json()
     if _is_course_solutions(graded.get("notebooks")):
         return frozenset()
     passed = set()

@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streamlab.course import registry
+from streamlab.course.notebooks import clipped, exercise_id, is_graded, read_cells, solution_lines
 from streamlab.paths import BUILD_DIR, REPO_ROOT
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import clipped, exercise_id, is_graded, read_cells, solution_lines
 
 if TYPE_CHECKING:
     from streamlab.grading.supervisor import Outcome

@@ -16,9 +16,9 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from streamlab.course import registry
+from streamlab.course.notebooks import exercise_id
 from streamlab.paths import REPO_ROOT, write_atomically
-from streamlab.tooling import registry
-from streamlab.tooling.notebooks import exercise_id
 
 
 class ResetRefused(Exception):

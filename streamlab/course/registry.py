@@ -6,6 +6,7 @@ exists in one place.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -14,6 +15,8 @@ from pathlib import Path
 from streamlab.paths import REPO_ROOT
 
 REGISTRY_FILE = REPO_ROOT / "course.toml"
+#: Where the graded checks live, a folder a lab.
+CHECKS_DIR = REPO_ROOT / "checks"
 #: The version of ``course.toml``'s format these tools read: a change that an older tool
 #: would misread (a field renamed, or given another meaning) moves it on.
 FORMAT_VERSION = 1
@@ -64,9 +67,26 @@ class Lab:
         return Path(root) / self.name / f"{self.name}.ipynb"
 
     @property
+    def check_dir(self) -> Path:
+        """``checks/lab_04``: the lab's checks, one file an exercise (``test_4_1.py``, ...)."""
+        return CHECKS_DIR / f"lab_{self.id}"
+
+    @property
     def check_file(self) -> Path:
-        """``checks/test_04_transform_with_state.py``: the lab's graded checks."""
-        return REPO_ROOT / "checks" / f"test_{self.name.replace('-', '_')}.py"
+        """``checks/test_04_transform_with_state.py``: the checks of a lab not yet in a folder."""
+        return CHECKS_DIR / f"test_{self.name.replace('-', '_')}.py"
+
+    @property
+    def checks(self) -> Path:
+        """What the grader runs for the lab: its folder, or the one file of a lab without one."""
+        return self.check_dir if self.check_dir.is_dir() else self.check_file
+
+    @property
+    def check_files(self) -> list[Path]:
+        """The lab's check files (not its story module), in name order."""
+        if self.check_dir.is_dir():
+            return sorted(self.check_dir.glob("test_*.py"), key=lambda p: _number(_dotted(p)))
+        return [self.check_file]
 
     @property
     def site_page(self) -> str:
@@ -92,7 +112,7 @@ def _parse(data: dict, source: Path) -> tuple[Lab, ...]:
             f"{source} has format_version {version!r}; these tools read format_version "
             f"{FORMAT_VERSION}"
         )
-    labs = []
+    labs: list[Lab] = []
     seen: set[str] = set()
     for raw in data.get("labs", []):
         try:
@@ -184,3 +204,34 @@ def lab(lab_id: str) -> Lab:
             return candidate
     known = ", ".join(known_lab.id for known_lab in labs())
     raise RegistryError(f"there is no lab {lab_id!r}; the labs are {known}")
+
+
+_EXERCISE_ID = re.compile(r"^\d+\.\d+$")
+
+
+def find_exercise(exercise_id: str) -> tuple[Lab, Exercise]:
+    """The lab and exercise of an id such as ``2.1``; a sentence when there is none."""
+    if exercise_id.isdigit():
+        known = ", ".join(e.id for e in lab(exercise_id).exercises)
+        raise RegistryError(f"{exercise_id} is a lab; name one of its exercises: {known}")
+    if not _EXERCISE_ID.match(exercise_id):
+        raise RegistryError(
+            f"{exercise_id!r} is not an exercise id: give one such as 2.1 (lab 02, exercise 1)"
+        )
+    found = lab(exercise_id.partition(".")[0])
+    return found, found.exercise(exercise_id)
+
+
+_CHECK_PATH = re.compile(r"(?:^|/)(?:lab_(\d+)/[^/]*|test_(\d+)_\w+\.py)$")
+
+
+def lab_of_check(path: str | Path) -> str | None:
+    """The lab of a check file or node id: ``checks/lab_04/test_4_2.py::t`` and
+    ``checks/test_04_x.py::t`` are both 04; None for a path that is neither."""
+    found = _CHECK_PATH.search(Path(str(path).partition("::")[0]).as_posix())
+    return (found.group(1) or found.group(2)) if found else None
+
+
+def _dotted(check: Path) -> str:
+    """``4.10`` for ``test_4_10.py``: the exercise a check file is named after."""
+    return check.stem.removeprefix("test_").replace("_", ".")
