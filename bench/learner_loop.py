@@ -151,6 +151,11 @@ class Grader:
 _START = "from streamlab.grading import warm; warm.start()"
 
 
+def _spread(seconds: list[float]) -> str:
+    """``min / median / max s`` of a figure's runs."""
+    return f"{min(seconds):.1f} / {bench.median(seconds):.1f} / {max(seconds):.1f} s"
+
+
 def _phases(timings: list[dict]) -> str:
     """The median seconds of each phase, in the order of a grading."""
     from streamlab.grading.supervisor import PHASES
@@ -178,11 +183,12 @@ def _exercise_and_lab(grader: Grader, lab: str, runs: int, out: dict) -> None:
             got[f"{key}_warm"].append(grader.run(lab, warm=True, exercise=only))
             got[f"{key}_again"].append(grader.run(lab, warm=True, exercise=only, right_after=True))
     medians = {k: bench.median(s for s, _ in v) for k, v in got.items()}
+    spread = {k: _spread([s for s, _ in v]) for k, v in got.items()}
     print(
-        f"  lab {lab}: exercise {exercise} cold {medians['ex_cold']:.1f} s, warm "
-        f"{medians['ex_warm']:.1f} s, right after {medians['ex_again']:.1f} s; solved lab cold "
-        f"{medians['lab_cold']:.1f} s, warm {medians['lab_warm']:.1f} s, right after "
-        f"{medians['lab_again']:.1f} s (median of {runs})"
+        f"  lab {lab}: exercise {exercise} cold {spread['ex_cold']}, warm {spread['ex_warm']}, "
+        f"right after {spread['ex_again']}; solved lab cold {spread['lab_cold']}, warm "
+        f"{spread['lab_warm']}, right after {spread['lab_again']} (minimum / median / maximum "
+        f"of {runs})"
     )
     for key, label in (
         ("ex_cold", "exercise, cold"),
