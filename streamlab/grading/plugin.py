@@ -1,7 +1,7 @@
 """The pytest plugin behind ``nox -s check``.
 
-Checks live in ``checks/test_<ID>_<slug>.py`` (``test_04_transform_with_state.py``) and are plain pytest tests marked with the
-exercise they grade::
+Checks live in ``checks/lab_<ID>/``, one file an exercise (``lab_04/test_4_1.py``), and are plain
+pytest tests marked with the exercise they grade::
 
     from streamlab.grading import exercise
 
