@@ -17,12 +17,7 @@ from streamlab.paths import REPO_ROOT
 CHECKS = sorted(p for p in (REPO_ROOT / "checks").rglob("*.py") if p.name != "conftest.py")
 #: The checks, and the helpers they share that fail a check themselves.
 CHECK_FILES = [*CHECKS, REPO_ROOT / "streamlab" / "kit" / "heartbeat.py"]
-#: The checks of labs 02 and 07 still import from the modules themselves.
-NOT_ON_THE_KIT = {
-    "test_02_event_time.py",
-    "test_07_complex_event_processing.py",
-}
-ON_THE_KIT = [p for p in CHECKS if p.name not in NOT_ON_THE_KIT]
+ON_THE_KIT = CHECKS
 
 
 def outside_the_kit(tree: ast.AST) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import nbformat
@@ -107,10 +108,7 @@ def _lab02(folder: Path, change) -> None:
 def test_grading_2_5_by_part_on_spark(tmp_path):
     """The diagnosis right and the fix a stub, then the fix in the wrong output mode."""
     lab = registry.lab("02")
-    spec = importlib.util.spec_from_file_location("lab02_checks", lab.check_file)
-    assert spec and spec.loader
-    checks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(checks)
+    checks = _check_module("02", "2.5")
     stub = 'raise NotImplementedError("exercise 2.5 is not done yet")'
 
     def fix_stubbed(source: str) -> str:
@@ -141,13 +139,19 @@ def test_grading_2_5_by_part_on_spark(tmp_path):
 
 
 def _check_module(lab_id: str, exercise: str = ""):
-    """A lab's checks as a module: the file of ``exercise`` for a lab in a folder."""
+    """A lab's checks as a module: the file of ``exercise`` for a lab in a folder, which
+    imports its lab's story from beside it, as pytest does; its story for ``exercise="story"``."""
     lab = registry.lab(lab_id)
-    path = lab.check_dir / f"test_{exercise.replace('.', '_')}.py" if exercise else lab.check_file
+    name = f"story_{lab_id}" if exercise == "story" else f"test_{exercise.replace('.', '_')}"
+    path = lab.check_dir / f"{name}.py" if exercise else lab.check_file
     spec = importlib.util.spec_from_file_location(f"lab{lab_id}_checks", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
     return module
 
 
@@ -173,7 +177,7 @@ def test_the_first_hint_of_a_failure_is_aimed_at_it():
 def test_a_sample_with_only_its_middle_wrong_gets_the_middles_hint_not_the_orders():
     from streamlab.grading.expect import CheckFailed
 
-    lab07 = _check_module("07")
+    lab07 = _check_module("07", "story")
     readings = [(10, 1, 50.0), (20, 2, 50.0), (30, 3, 50.0), (40, 4, 50.0), (50, 5, 50.0)]
     want = lab07.expected_sample("s", 0, readings)
     middle_off = (*want[:5], readings[1], *want[6:])

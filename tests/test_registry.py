@@ -102,7 +102,7 @@ def test_an_exercise_is_a_build_unless_it_says_which_kind(tmp_path):
 def test_a_check_path_names_its_lab_in_either_layout():
     assert registry.lab_of_check("checks/lab_04/test_4_2.py::test_x[p1]") == "04"
     assert registry.lab_of_check("/repo/checks/lab_10/story_10.py") == "10"
-    assert registry.lab_of_check("checks/test_02_event_time.py::test_y") == "02"
+    assert registry.lab_of_check("checks/test_05_restart_recovery.py::test_y") == "05"
     assert registry.lab_of_check("checks/conftest.py") is None
 
 

@@ -73,7 +73,7 @@ class Lab:
 
     @property
     def check_file(self) -> Path:
-        """``checks/test_02_event_time.py``: the checks of a lab not yet in a folder."""
+        """``checks/test_06_rocksdb_under_the_hood.py``: the checks of a lab not yet in a folder."""
         return CHECKS_DIR / f"test_{self.name.replace('-', '_')}.py"
 
     @property
