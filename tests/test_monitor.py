@@ -204,7 +204,7 @@ def test_each_writer_writes_the_same_rows_and_a_retried_batch_replaces_the_first
 ):
     import datetime as dt
 
-    from streamlab.monitor import WRITERS, batch_writer
+    from streamlab.transitions import WRITERS, batch_writer
 
     changed = dt.datetime(2026, 11, 24, 6, 0, 0, 123456)
     rows = [
