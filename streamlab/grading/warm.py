@@ -300,40 +300,37 @@ def claim(
     if not enabled():
         return None
     job = {"args": args, "settings": settings(env)}
+    fds = (events_fd, log_fd)
     warming = []
     for path in _slots():
-        link = _connect(path, within=0)
-        if link is None:
+        said = _hello(path, within=0)
+        if said is None:
             if _started_keeper(path) is not None:
                 warming.append(path)
-            continue
-        messages = _Messages(link)
-        try:
-            hello = messages.read()
-        except (OSError, ValueError):
-            link.close()
-            continue
-        if not hello.get("ready"):
-            link.close()  # the keeper lets a link go that sends no job
+        elif not said[1].get("ready"):
+            said[0].link.close()  # the keeper lets a link go that sends no job
             warming.append(path)
-            continue
-        child = _hand(messages, hello, job, (events_fd, log_fd), waiting)
-        if child is not None:
+        elif (child := _hand(*said, job, fds, waiting)) is not None:
             return child
     for path in warming:
-        link = _connect(path)
-        if link is None:
-            continue
-        messages = _Messages(link)
-        try:
-            hello = messages.read()
-        except (OSError, ValueError):
-            link.close()
-            continue
-        child = _hand(messages, hello, job, (events_fd, log_fd), waiting)
-        if child is not None:
+        said = _hello(path)
+        if said is not None and (child := _hand(*said, job, fds, waiting)) is not None:
             return child
     return None
+
+
+def _hello(path: Path, within: float = LISTENING_WITHIN) -> tuple[_Messages, dict] | None:
+    """A link to the keeper at ``path`` and what it says first (its pid, whether its child is
+    ready); None when there is none (see :func:`_connect` for ``within``)."""
+    link = _connect(path, within)
+    if link is None:
+        return None
+    messages = _Messages(link)
+    try:
+        return messages, messages.read()
+    except (OSError, ValueError):
+        link.close()
+        return None
 
 
 def _hand(
