@@ -17,13 +17,11 @@ import json
 import math
 import random
 import re
-import sys
 import time
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark import cloudpickle
 from pyspark.sql import Row
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import QueryProgressEvent
@@ -53,9 +51,6 @@ from streamlab.kit import (
     write_heartbeats,
 )
 from streamlab.tws_batches import register_timer
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 BASE_COLUMNS = (

@@ -155,3 +155,54 @@ def test_expect_dataframe_names_the_function_and_what_it_returned(spark):
     with pytest.raises(CheckFailed) as failed:
         expect_dataframe(frame, "windows", ["window", "n"])
     assert failed.value.expected == "['window', 'n']"
+
+
+@pytest.mark.parametrize("path", CHECKS, ids=lambda p: p.name)
+def test_a_check_leaves_sending_itself_to_the_workers_to_the_plugin(path):
+    text = path.read_text(encoding="utf-8")
+    assert "register_pickle_by_value" not in text, (
+        f"{path.name} registers itself with cloudpickle; the grading plugin sends every module "
+        "of a checks folder to Spark's workers by value"
+    )
+
+
+def test_the_plugin_sends_a_check_and_its_story_by_value(tmp_path, monkeypatch):
+    """A function of a check file or of its story module reaches a process that cannot import
+    either (as Spark's Python workers cannot)."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from pyspark import cloudpickle
+
+    from streamlab.grading.plugin import send_checks_by_value
+
+    lab = tmp_path / "lab_99"
+    lab.mkdir()
+    (lab / "story_99.py").write_text("def twice(x):\n    return 2 * x\n")
+    (lab / "test_99_1.py").write_text(
+        "from story_99 import twice\n\ndef thrice_twice(x):\n    return 3 * twice(x)\n"
+    )
+    monkeypatch.syspath_prepend(str(lab))
+    import test_99_1  # type: ignore[import-not-found]
+
+    try:
+        send_checks_by_value([SimpleNamespace(path=lab / "test_99_1.py")])  # type: ignore[list-item]
+        payload = cloudpickle.dumps(test_99_1.thrice_twice)
+    finally:
+        for name in ("test_99_1", "story_99"):
+            if name in sys.modules:
+                cloudpickle.unregister_pickle_by_value(sys.modules[name])
+                del sys.modules[name]
+    elsewhere = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import pickle, sys; print(pickle.loads(sys.stdin.buffer.read())(7))",
+        ],
+        input=payload,
+        capture_output=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert elsewhere.stdout.decode().strip() == "42", elsewhere.stderr.decode()[-500:]

@@ -8,13 +8,11 @@ what it emitted, batch by batch.
 
 import contextlib
 import io
-import sys
 import warnings
 from datetime import timedelta
 from pathlib import Path
 
 import pandas as pd
-from pyspark import cloudpickle
 from pyspark.errors import AnalysisException, PySparkRuntimeError
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
@@ -35,10 +33,6 @@ from streamlab.kit import (
     expect_equal,
     expect_that,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 STATE_SCHEMA = "status STRING, last_seen_ms LONG"
 SCHEMA = "machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP"

@@ -7,11 +7,9 @@ clock's value.
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark import cloudpickle
 from pyspark.sql import Row
 
 from streamlab.deadlines import finish
@@ -29,10 +27,6 @@ from streamlab.kit import (
     write_heartbeats,
 )
 from streamlab.tws_batches import pending_timers, register_timer
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 # --- TwsTester plumbing for 4.2 and 4.3 -------------------------------------------------
 

@@ -5,10 +5,6 @@ The transition function on each event from each status; no Spark.
 
 from __future__ import annotations
 
-import sys
-
-from pyspark import cloudpickle
-
 from streamlab.kit import (
     HEALTHY,
     INITIALIZING,
@@ -17,9 +13,6 @@ from streamlab.kit import (
     exercise,
     expect_equal,
 )
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 HEARTBEAT, TIMEOUT = "heartbeat", "timeout"
 

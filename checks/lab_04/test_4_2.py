@@ -7,9 +7,6 @@ on HeartbeatProcessor.
 
 from __future__ import annotations
 
-import sys
-
-from pyspark import cloudpickle
 from story_04 import (
     a_heartbeat_after_unhealthy_is_a_recovery,
     a_leftover_timer_emits_nothing,
@@ -26,10 +23,6 @@ from story_04 import (
 )
 
 from streamlab.kit import exercise
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 #: The processor under test: the checks shared with 4.3 (story_04.py) run on it.
 PROCESSOR = "HeartbeatProcessor"

@@ -7,9 +7,6 @@ and the cost of a heartbeat in state calls and timers.
 
 from __future__ import annotations
 
-import sys
-
-from pyspark import cloudpickle
 from story_04 import (
     ROWS,
     Story,
@@ -36,10 +33,6 @@ from streamlab.kit import (
     expect_equal,
 )
 from streamlab.tws_batches import pending_timers
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 #: The processor under test: the checks shared with 4.2 (story_04.py) run on it.
 PROCESSOR = "LeanHeartbeatProcessor"

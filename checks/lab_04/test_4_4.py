@@ -5,12 +5,10 @@ The learner's test run against a right processor and against broken ones; no Spa
 
 from __future__ import annotations
 
-import sys
 import traceback
 from datetime import UTC, datetime
 
 import pytest
-from pyspark import cloudpickle
 from pyspark.sql import Row
 
 from streamlab.kit import (
@@ -22,9 +20,6 @@ from streamlab.kit import (
     exercise,
     is_not_done,
 )
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _changed_row(key, status, previous, now):

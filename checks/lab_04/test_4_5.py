@@ -6,9 +6,6 @@ with the course's processor, run with ``trigger(availableNow=True)`` on the Rock
 
 from __future__ import annotations
 
-import sys
-
-from pyspark import cloudpickle
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 from story_04 import (
@@ -25,9 +22,6 @@ from streamlab.kit import (
     expect_equal,
     spark_facts,
 )
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _pairs(value, name: str) -> list[tuple]:

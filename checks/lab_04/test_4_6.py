@@ -9,10 +9,8 @@ on Spark across micro-batches and a restart.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from pyspark import cloudpickle
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
@@ -34,10 +32,6 @@ from streamlab.kit import (
     list_of,
     spark_facts,
 )
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 MILESTONE_SCHEMA = "machine_name STRING, heartbeats LONG"
 

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark import cloudpickle
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
@@ -37,10 +35,6 @@ from streamlab.kit import (
 )
 from streamlab.monitor import batch_writer
 from streamlab.tws_batches import pending_timers, register_timer, spark_batch
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 # --- 5.6 to 5.8 · the catch-up processor on TwsTester ---------------------------------------
 

@@ -6,10 +6,7 @@ The restart plan on checkpoint folders built here, laid out as Spark 4.3 lays th
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
-
-from pyspark import cloudpickle
 
 from streamlab.kit import (
     ROCKSDB_PROVIDER,
@@ -18,9 +15,6 @@ from streamlab.kit import (
     exercise,
     expect_equal,
 )
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 PARTITIONS = "spark.sql.shuffle.partitions"
 

@@ -7,11 +7,9 @@ then the learner's writer, called with batches built here.
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from story_05 import (
     STATUS_SCHEMA,
@@ -35,9 +33,6 @@ from streamlab.kit import (
     list_of,
     spark_facts,
 )
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _frame(spark, machines: list[str], status: str = INITIALIZING):

@@ -5,10 +5,8 @@ The prediction against three lives Spark runs with the course's lab 04 processor
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from pyspark import cloudpickle
 from story_05 import (
     _lab04_beats,
     _reference_changes,
@@ -22,9 +20,6 @@ from streamlab.kit import (
     expect_equal,
     spark_facts,
 )
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _lives(value) -> dict:

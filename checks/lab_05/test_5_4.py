@@ -6,9 +6,7 @@ The learner's readers on a checkpoint of the course's lab 04 processor.
 from __future__ import annotations
 
 import json
-import sys
 
-from pyspark import cloudpickle
 from story_05 import (
     _lab04_beats,
     _reference_changes,
@@ -24,10 +22,6 @@ from streamlab.kit import (
     expect_dataframe,
     expect_equal,
 )
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 _STATE_CHECKPOINT: dict = {}
 

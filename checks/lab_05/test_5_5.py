@@ -5,10 +5,7 @@ The audit of a run's transitions and state, on transitions built here; no Spark.
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
-
-from pyspark import cloudpickle
 
 from streamlab.kit import (
     HEALTHY,
@@ -19,9 +16,6 @@ from streamlab.kit import (
     exercise,
     expect_equal,
 )
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _t(machine, previous, status, second, batch=0):

@@ -6,9 +6,6 @@ The learner's handleExpiredTimer with the course's handleInputRows and read_unti
 
 from __future__ import annotations
 
-import sys
-
-from pyspark import cloudpickle
 from story_05 import (
     ROWS,
     PartitionLogs,
@@ -26,9 +23,6 @@ from streamlab.kit import (
     expect_equal,
 )
 from streamlab.tws_batches import register_timer
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _timers_under_test(nb):

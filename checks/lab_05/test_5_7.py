@@ -5,10 +5,7 @@ The learner's handleInputRows with the course's handleExpiredTimer, on ``TwsTest
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from pyspark import cloudpickle
 from story_05 import (
     FACTS,
     PARTITION_OF,
@@ -29,9 +26,6 @@ from streamlab.kit import (
     exercise,
     expect_equal,
 )
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _reader_under_test(nb):

@@ -9,12 +9,10 @@ partition's end), and the fix on Spark over a skewed backlog read with ``maxFile
 from __future__ import annotations
 
 import json
-import sys
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark import cloudpickle
 from pyspark.sql import Row
 from story_05 import (
     FACTS,
@@ -48,9 +46,6 @@ from streamlab.kit import (
     query_cause,
     spark_facts,
 )
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _read_until_under_test(nb):

@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
 from pathlib import Path
 
-from pyspark import cloudpickle
 from story_05 import (
     _lab04_beats,
     _reference_changes,
@@ -29,9 +27,6 @@ from streamlab.kit import (
     spark_facts,
 )
 from streamlab.session import HDFS_PROVIDER
-
-# Spark's Python workers cannot import this file: what it defines goes to them by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 PARTITIONS = "spark.sql.shuffle.partitions"
 ENCODING = "spark.sql.streaming.stateStore.encodingFormat"

@@ -7,11 +7,9 @@ hub.
 """
 
 import functools
-import sys
 import threading
 
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
-from pyspark import cloudpickle
 
 from streamlab.kit import (
     NO_DATA_BATCHES,
@@ -22,10 +20,6 @@ from streamlab.kit import (
     registry,
     session_conf,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 HOUR_MS = 3_600_000
 

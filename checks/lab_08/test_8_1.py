@@ -4,10 +4,7 @@ The status events' encoding on fixed rows, in two session time zones.
 """
 
 import json
-import sys
 from datetime import timedelta
-
-from pyspark import cloudpickle
 
 from streamlab.kit import (
     HEALTHY,
@@ -22,10 +19,6 @@ from streamlab.kit import (
     expect_equal,
     session_conf,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 ROWS = [
     ("m1", INITIALIZING, None, START),

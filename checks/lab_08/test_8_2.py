@@ -5,13 +5,11 @@ What a replayed batch leaves in an in-process status hub, against the learner's 
 
 import json
 import os
-import sys
 from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark import cloudpickle
 from story_08 import (
     _heartbeat,
     _lab05,
@@ -28,9 +26,6 @@ from streamlab.kit import (
     expect_equal,
     spark_facts,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _contract_events(transitions):

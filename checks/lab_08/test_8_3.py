@@ -4,12 +4,10 @@ The consumer's decoder on real ``azure.eventhub.EventData`` objects; no Spark.
 """
 
 import json
-import sys
 from datetime import datetime, timedelta
 
 import pytest
 from azure.eventhub import EventData
-from pyspark import cloudpickle
 
 from streamlab.kit import (
     HEALTHY,
@@ -22,9 +20,6 @@ from streamlab.kit import (
     expect_equal,
     expect_that,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _body(

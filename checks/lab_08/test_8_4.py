@@ -6,13 +6,11 @@ schema, one file per micro-batch, run with ``trigger(availableNow=True)``.
 
 import json
 import os
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark import cloudpickle
 from story_08 import (
     HOUR_MS,
     _heartbeat,
@@ -34,9 +32,6 @@ from streamlab.kit import (
     is_not_done,
     query_cause,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _stamp(ms: int) -> str:

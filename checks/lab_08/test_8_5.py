@@ -6,11 +6,9 @@ holds, by its progress reports.
 """
 
 import math
-import sys
 from pathlib import Path, PurePosixPath
 
 import pytest
-from pyspark import cloudpickle
 from story_08 import (
     TRIAL_NOTEBOOKS,
     _heartbeat,
@@ -26,10 +24,6 @@ from streamlab.kit import (
     expect_that,
     spark_facts,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 CS = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=monitor;SharedAccessKey=c2VjcmV0"
 

@@ -6,11 +6,9 @@ hub, on heartbeats sent before it starts; the diagnosis against a trial of the w
 """
 
 import json
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from pyspark import cloudpickle
 from story_08 import (
     HOUR_MS,
     TRIAL_NOTEBOOKS,
@@ -41,10 +39,6 @@ from streamlab.kit import (
     writer_setting,
 )
 from streamlab.solutions import load_solution
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 FAKE_CS = (
     "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=course;SharedAccessKey=course;"

@@ -8,10 +8,8 @@ query (9.2) feeds it one delivery at a time. The registry is a parquet table in 
 catalog, as in the notebook. Times are compared as the text Spark writes in UTC.
 """
 
-import sys
 from datetime import timedelta
 
-from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -24,10 +22,6 @@ from streamlab.kit import (
     is_not_done,
     query_cause,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 REGISTRY_DDL = "machine_name STRING, site STRING, owner STRING, session_gap_seconds INT"
 

@@ -3,10 +3,8 @@
 The registry join on fixed rows and on a stream.
 """
 
-import sys
 from datetime import timedelta
 
-from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 from story_09 import (
     REGISTRY_DDL,
@@ -28,10 +26,6 @@ from streamlab.kit import (
     expect_dataframe,
     expect_equal,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 WITH_REGISTRY = TRANSITION_DDL.split(", ")
 

@@ -3,11 +3,9 @@
 A registry changed four ways under a running query, each change seen by the next batch.
 """
 
-import sys
 import uuid
 from pathlib import Path
 
-from pyspark import cloudpickle
 from story_09 import (
     REGISTRY_DDL,
     REGISTRY_ROWS,
@@ -24,9 +22,6 @@ from streamlab.kit import (
     is_not_done,
     query_cause,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def registry_table(spark, tmp_path, rows) -> str:

@@ -5,9 +5,6 @@ window, another machine's window, a late window, a long one), then the join's st
 with the state reader.
 """
 
-import sys
-
-from pyspark import cloudpickle
 from story_09 import (
     change,
     join_state,
@@ -25,10 +22,6 @@ from streamlab.kit import (
     expect_dataframe,
     expect_equal,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 # Delays: changes 10 s, windows 30 s; a window lasts 60 s at most.
 MAINTENANCE_STORY = [

@@ -3,9 +3,6 @@
 The learner's prediction against what this file's own join emits for the notebook's story.
 """
 
-import sys
-
-from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from story_09 import (
@@ -23,9 +20,6 @@ from streamlab.kit import (
     expect_equal,
     spark_facts,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def reference_outside_maintenance(nb, changes: DataFrame, windows: DataFrame) -> DataFrame:

@@ -5,10 +5,8 @@ notebook's story: each side of the join's state read after every batch, and the 
 carry a watermark in the query's schema.
 """
 
-import sys
 from pathlib import Path
 
-from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 from story_09 import (
     _join_settings,
@@ -26,10 +24,6 @@ from streamlab.kit import (
     expect_that,
     spark_facts,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 GROWS, BOUNDED = "grows", "bounded"
 

@@ -3,9 +3,6 @@
 The in-maintenance report's rows, and its state after the watermark has moved on.
 """
 
-import sys
-
-from pyspark import cloudpickle
 from story_09 import (
     change,
     join_state,
@@ -23,10 +20,6 @@ from streamlab.kit import (
     expect_dataframe,
     expect_equal,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 FIX_STORY = [
     [change("m1", 10), change("m2", 12), change("m3", 15, HEALTHY), change("m4", 50)],

@@ -3,9 +3,6 @@
 Sessions per machine with gaps from the registry, batch by batch.
 """
 
-import sys
-
-from pyspark import cloudpickle
 from story_09 import (
     REGISTRY_DDL,
     at,
@@ -20,10 +17,6 @@ from streamlab.kit import (
     expect_dataframe,
     expect_equal,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 SESSION_REGISTRY = [
     ("m1", "Lyon", "ops-lyon", 10),

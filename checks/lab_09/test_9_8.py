@@ -4,9 +4,7 @@ Lab 05's processor and the learner's count in one query, batch by batch.
 """
 
 import functools
-import sys
 
-from pyspark import cloudpickle
 from story_09 import (
     REGISTRY_DDL,
     at,
@@ -21,9 +19,6 @@ from streamlab.kit import (
     expect_dataframe,
     expect_equal,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 @functools.cache

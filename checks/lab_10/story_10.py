@@ -7,11 +7,9 @@ a copy of the answer. No check sleeps or reads the wall clock.
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyspark import cloudpickle
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 from pyspark.sql.types import StructType
@@ -27,10 +25,6 @@ from streamlab.kit import (
 )
 from streamlab.solutions import load_solution
 from streamlab.tws_batches import spark_batch
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 #: Lab 05's default retire_after_ms: an Unhealthy machine silent that long leaves the state.
 DAY_MS = 24 * 3_600_000

@@ -6,10 +6,8 @@ The seven restarts whose outcomes the learner predicts, each run by Spark with
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from pyspark import cloudpickle
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 from story_10 import (
     ENCODING,
@@ -34,9 +32,6 @@ from streamlab.restart_trials import (
     run_available_now,
     try_restart,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 class _ExtraVariable(LAB05.CatchUpProcessor):

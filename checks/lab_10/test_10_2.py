@@ -5,9 +5,6 @@ The gaps processor on ``TwsTester``; no Spark.
 
 from __future__ import annotations
 
-import sys
-
-from pyspark import cloudpickle
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 from story_10 import (
@@ -23,9 +20,6 @@ from streamlab.kit import (
     exercise,
     expect_equal,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _gaps(row) -> tuple:

@@ -7,10 +7,8 @@ Version 2 of the gaps processor on ``TwsTester``, then the upgrade of a checkpoi
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from pyspark import cloudpickle
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
@@ -35,9 +33,6 @@ from streamlab.kit import (
 from streamlab.restart_trials import (
     run_available_now,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _gaps_v2(row) -> tuple:

@@ -6,9 +6,6 @@ The MapState machine table against lab 05's processor, in Spark's order of a mic
 
 from __future__ import annotations
 
-import sys
-
-from pyspark import cloudpickle
 from pyspark.sql.streaming.tws_tester import TwsTester
 from story_10 import (
     DAY_MS,
@@ -28,9 +25,6 @@ from streamlab.kit import (
     exercise,
     expect_equal,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _story(processor, batches_: list[tuple[int, dict]]) -> tuple[TwsTester, Meter, list]:

@@ -5,10 +5,8 @@ The repartition the learner predicts, run by Spark, against the prediction.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from pyspark import cloudpickle
 from story_10 import (
     LAB05_NOTEBOOK,
     _monitor,
@@ -30,10 +28,6 @@ from streamlab.restart_trials import (
     batches,
 )
 from streamlab.spark_private import repartition_state
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
 
 _REPARTITION: dict = {}
 

@@ -7,10 +7,8 @@ read back for a migration.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from pyspark import cloudpickle
 from story_10 import (
     _write,
 )
@@ -28,9 +26,6 @@ from streamlab.restart_trials import (
     error_class,
     run_available_now,
 )
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _file(path: Path, text: str) -> None:

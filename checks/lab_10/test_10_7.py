@@ -6,10 +6,8 @@ whose state and timers after its batch, read with the state reader, grade the di
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from pyspark import cloudpickle
 from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 from story_10 import (
@@ -39,9 +37,6 @@ from streamlab.restart_trials import (
     run_available_now,
 )
 from streamlab.tws_batches import pending_timers, spark_initial_state
-
-# Spark's Python workers cannot import this file: send what it defines by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def _after_start(rows) -> list[tuple]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,7 +144,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Tell the supervisor which checks run, so that it can say which one of how many runs."""
+    send_checks_by_value(session.items)
     events.emit(EventKind.COLLECTED, checks=[item.nodeid for item in session.items])
+
+
+def send_checks_by_value(items: list[pytest.Item]) -> None:
+    """Have Spark's Python workers, which cannot import a check file or a lab's story module,
+    receive what such a module defines by value: every module loaded from a folder that holds
+    a collected check."""
+    from pyspark import cloudpickle
+
+    folders = {Path(item.path).parent for item in items}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and Path(path).parent in folders:
+            cloudpickle.register_pickle_by_value(module)
 
 
 def results(config: pytest.Config) -> list[CheckResult]:
