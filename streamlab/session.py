@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streamlab import spark_log
+from streamlab import jvm_archive, spark_log
 from streamlab.paths import BUILD_DIR
 
 if TYPE_CHECKING:
@@ -106,7 +106,8 @@ _INSTALL_JAVA = (
 )
 
 
-def _java_executable() -> str | None:
+def java_executable() -> str | None:
+    """The `java` Spark's launcher runs: JAVA_HOME's, else the first on the PATH."""
     home = os.environ.get("JAVA_HOME")
     if home and (Path(home) / "bin" / "java").exists():
         return str(Path(home) / "bin" / "java")
@@ -131,7 +132,7 @@ def java_major_version(java: str) -> int | None:
 
 def check_java() -> None:
     """Raise :class:`JavaNotFoundError` with install advice unless Java 17+ is available."""
-    java = _java_executable()
+    java = java_executable()
     if java is None:
         raise JavaNotFoundError(f"Spark needs Java, and no `java` was found. {_INSTALL_JAVA}")
     major = java_major_version(java)
@@ -215,6 +216,10 @@ def spark_session(
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     builder = SparkSession.builder.master(master).appName(app_name)
     settings = {**DEFAULT_CONF, **_driver_conf(master), **(_ui_conf(master) if ui else {})}
+    # Spark's classes mapped from the course's archive rather than read from the jars.
+    archived = jvm_archive.java_options()
+    if archived:
+        settings["spark.driver.extraJavaOptions"] += f" {archived}"
     for key, value in {**settings, **(conf or {})}.items():
         builder = builder.config(key, value)
     started = _say_starting()

@@ -719,7 +719,7 @@ def _warm_up(job_waiting: Callable[[], bool] = lambda: False) -> list[str]:
     done is ahead of a child started from cold, and the steps left would only make the grading
     wait for work it does itself. Returns the names of the steps skipped so.
     """
-    steps = _warm_up_steps()
+    steps = warm_up_steps()
     for done, (name, step) in enumerate(steps):
         if job_waiting():
             return [name for name, _ in steps[done:]]
@@ -727,7 +727,7 @@ def _warm_up(job_waiting: Callable[[], bool] = lambda: False) -> list[str]:
     return []
 
 
-def _warm_up_steps() -> list[tuple[str, Callable[[], object]]]:
+def warm_up_steps() -> list[tuple[str, Callable[[], object]]]:
     """The warm-up in the order it runs, each step short enough to wait for."""
     made: dict[str, Any] = {}
 
