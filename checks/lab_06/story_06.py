@@ -28,11 +28,14 @@ from streamlab.kit import (
     expect_equal,
     load_solution,
     session_conf,
+    spark_facts,
     status_tuples,
     write_heartbeats,
 )
 
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+#: This module: the Spark facts a prediction is compared with are computed with its plumbing.
+STORY = Path(__file__)
 
 
 def _expected(report, custom):
@@ -102,6 +105,19 @@ class Buckets(ProcessorStory):
     def at(self, ms: int) -> list[tuple]:
         return sorted(super().at(ms), key=lambda r: (r[0], r[3], r[1]))
 
+    def expect(self, rows: list[tuple], expected: list[tuple], message: str, **more) -> None:
+        """``rows`` the processor emitted against ``expected``, each shown as a person reads it."""
+        expect_equal(rows, expected, message, show=_said, **more)
+
+    def play(self, beats: dict[int, tuple[str, ...]]) -> list[tuple]:
+        """At each time of ``beats``, in order, the timers due, then one micro-batch of bucket
+        0 with a heartbeat of each machine named: what the processor emitted."""
+        emitted = []
+        for ms, machines in beats.items():
+            emitted += self.at(ms)
+            emitted += self.beat(*machines)
+        return emitted
+
     def machines(self, bucket: int = 0) -> set[str]:
         """The machine names the state of ``bucket`` holds."""
         handle = self.tester.handle
@@ -126,10 +142,7 @@ def _said(rows: list[tuple]) -> str:
 
 def _all_unhealthy(processor_class, retire_after_ms: int = 3_600_000) -> Buckets:
     fleet = Buckets(processor_class, retire_after_ms=retire_after_ms)
-    fleet.at(1_000)
-    fleet.beat("m1", "m2")
-    fleet.at(2_000)
-    fleet.beat("m1", "m2")
+    fleet.play({1_000: ("m1", "m2"), 2_000: ("m1", "m2")})
     fleet.at(7_000)  # both Unhealthy: the bucket's timer is now a retirement
     return fleet
 
@@ -195,10 +208,7 @@ FOUR = ("m1", "m2", "m3", "m4")
 
 def _steady_bucket(processor_class) -> tuple[Buckets, Meter]:
     fleet = Buckets(processor_class)
-    fleet.at(1_000)
-    fleet.beat(*FOUR)
-    fleet.at(2_000)
-    fleet.beat(*FOUR)
+    fleet.play({1_000: FOUR, 2_000: FOUR})
     return fleet, Meter(fleet.tester)
 
 
@@ -286,3 +296,10 @@ def _prediction(value, name: str, keys, what: str):
             actual=value,
         )
     return {key: [tuple(item) for item in value[key]] for key in keys}
+
+
+def _as_spark_did(predicted, fact: str, compute, check: str, message: str, *, hint: str) -> None:
+    """A prediction against what Spark did on the same input: ``compute()``, run once on this
+    machine and kept (``spark_facts``) for the check file ``check`` and this story."""
+    actual = spark_facts(fact, compute, check=check, inputs=(STORY,))
+    expect_equal(predicted, actual, message, hint=hint)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from story_06 import (
+    _as_spark_did,
     _noop_writer,
 )
 
@@ -18,8 +19,6 @@ from streamlab.kit import (
     HEARTBEAT_DDL,
     CheckFailed,
     exercise,
-    expect_equal,
-    spark_facts,
     write_heartbeats,
 )
 
@@ -64,14 +63,11 @@ def test_the_predicted_alerts_are_what_the_alerter_raises(nb, spark, tmp_path, c
             expected="a list such as [('state_growing', 3)]",
             actual=predicted,
         )
-    raised = spark_facts(
+    _as_spark_did(
+        [tuple(item) for item in predicted],
         "6.11 the alerts",
         lambda: _alerts_raised(spark, tmp_path, checkpoint_dir),
-        check=__file__,
-    )
-    expect_equal(
-        [tuple(item) for item in predicted],
-        raised,
+        __file__,
         "PREDICTED_ALERTS should be the (rule, batch_id) of every alert the Alerter raised, in "
         "order (expected: what it raised on the reports of the same query, run here).",
         hint="Write down, batch by batch, the watermark each ran with and whether its late "

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from story_06 import (
     CHANGELOG,
+    _as_spark_did,
     _heartbeats,
     _listing,
     _prediction,
@@ -19,7 +20,6 @@ from story_06 import (
 from streamlab.kit import (
     exercise,
     expect_equal,
-    spark_facts,
 )
 
 
@@ -45,12 +45,11 @@ def test_the_predicted_files_are_what_spark_writes(nb, spark, tmp_path):
     predicted = _prediction(
         nb.PREDICTED_FILES, "PREDICTED_FILES", (0, 1), "each a list of (version, kind) pairs"
     )
-    actual = spark_facts(
-        "6.3 the files", lambda: _files_spark_writes(spark, tmp_path), check=__file__
-    )
-    expect_equal(
+    _as_spark_did(
         predicted,
-        actual,
+        "6.3 the files",
+        lambda: _files_spark_writes(spark, tmp_path),
+        __file__,
         "Two batches in snapshot mode, then a restart on the same checkpoint with two batches "
         "in changelog mode: PREDICTED_FILES should be what state_files lists for each "
         "partition (expected: what Spark wrote on the same input).",

@@ -39,7 +39,20 @@ def _same(plan, expected) -> bool:
     )
 
 
-def _check_plan(nb, expected, why, *args, **kwargs):
+def _expect_plan(nb, plan, expected, message: str) -> None:
+    """``plan`` against the Plan ``expected`` (a tuple, or None), its two times to a float's
+    precision."""
+    if not _same(plan, expected):
+        raise CheckFailed(
+            message,
+            expected=None if expected is None else nb.Plan(*expected),
+            actual=plan,
+        )
+
+
+def _check_plan(nb, expected, why, machines, target_ms, **kwargs):
+    """plan_query(machines, target_ms, the two figures, **kwargs) against ``expected``."""
+    args = (machines, target_ms, _figures(nb))
     plan = _plan(nb, *args, **kwargs)
     expect_that(
         plan is None or isinstance(plan, tuple),
@@ -53,14 +66,13 @@ def _check_plan(nb, expected, why, *args, **kwargs):
             *(f"{k}={v!r}" for k, v in kwargs.items()),
         ]
     )
-    wanted = None if expected is None else nb.Plan(*expected)
-    if not _same(plan, expected):
-        raise CheckFailed(
-            f"plan_query({shown}) with 2 partitions at 400 ms + 10,000 rows/s and 4 at 600 ms + "
-            f"16,000 rows/s: {why}",
-            expected=wanted,
-            actual=plan,
-        )
+    _expect_plan(
+        nb,
+        plan,
+        expected,
+        f"plan_query({shown}) with 2 partitions at 400 ms + 10,000 rows/s and 4 at 600 ms + "
+        f"16,000 rows/s: {why}",
+    )
 
 
 @exercise("6.4")
@@ -71,7 +83,6 @@ def test_the_largest_trigger_that_meets_the_target(nb):
         "5000 ms waits too long; at 2000 ms both keep up and the fewest partitions win.",
         1_000,
         3_000,
-        _figures(nb),
     )
 
 
@@ -84,7 +95,6 @@ def test_keeping_up_and_the_target_are_inclusive(nb):
         "that still counts.",
         8_000,
         4_000,
-        _figures(nb),
     )
 
 
@@ -97,7 +107,6 @@ def test_more_partitions_when_fewer_cannot_keep_up(nb):
         "(2 would take 6400 ms per batch).",
         12_000,
         12_000,
-        _figures(nb),
     )
 
 
@@ -109,7 +118,6 @@ def test_no_plan_when_nothing_keeps_up(nb):
         "20,000 heartbeats/s is more than either configuration processes.",
         20_000,
         60_000,
-        _figures(nb),
     )
     _check_plan(
         nb,
@@ -118,20 +126,18 @@ def test_no_plan_when_nothing_keeps_up(nb):
         "425 ms batches, longer than the trigger.",
         1_000,
         500,
-        _figures(nb),
     )
 
 
 @exercise("6.4")
 def test_the_order_of_measurements_does_not_matter(nb):
-    plan = _plan(nb, 1_000, 3_000, list(reversed(_figures(nb))))
-    if not _same(plan, (2_000, 2, 600.0, 2_600.0)):
-        raise CheckFailed(
-            "With the measurements in the other order (4 partitions first) the answer is the "
-            "same: at 2000 ms both keep up and the fewest partitions win.",
-            expected=nb.Plan(2_000, 2, 600.0, 2_600.0),
-            actual=plan,
-        )
+    _expect_plan(
+        nb,
+        _plan(nb, 1_000, 3_000, list(reversed(_figures(nb)))),
+        (2_000, 2, 600.0, 2_600.0),
+        "With the measurements in the other order (4 partitions first) the answer is the "
+        "same: at 2000 ms both keep up and the fewest partitions win.",
+    )
 
 
 @exercise("6.4")
@@ -142,7 +148,6 @@ def test_trigger_choices_and_heartbeat_rate_are_parameters(nb):
         "only 300 and 700 ms are allowed here.",
         1_000,
         3_000,
-        _figures(nb),
         trigger_choices_ms=(300, 700),
     )
     _check_plan(
@@ -151,7 +156,6 @@ def test_trigger_choices_and_heartbeat_rate_are_parameters(nb):
         "4,000 machines sending 2 heartbeats a second are 8,000 rows a second.",
         4_000,
         4_000,
-        _figures(nb),
         heartbeats_per_second=2.0,
     )
 

@@ -43,12 +43,11 @@ def test_bucketed_first_heartbeats_are_initializing(nb):
     fleet.at(1_000)
     rows = fleet.beat("m1", "m2")
     expected = [("m1", INITIALIZING, None, 1_000), ("m2", INITIALIZING, None, 1_000)]
-    expect_equal(
+    fleet.expect(
         rows,
         expected,
         "The first heartbeats of two new machines of one bucket, at 1000 ms, should emit one "
         "row per machine, named after the machine (not the bucket).",
-        show=_said,
     )
     held = fleet.machines()
     expect_that(
@@ -73,66 +72,60 @@ def test_bucketed_heartbeats_in_one_batch_count_once(nb):
     fleet.at(2_000)
     rows = fleet.beat("m2", "m1", "m2", "m1", "m1")
     expected = [("m1", HEALTHY, INITIALIZING, 2_000), ("m2", HEALTHY, INITIALIZING, 2_000)]
-    expect_equal(
+    fleet.expect(
         rows,
         expected,
         "The same heartbeats in the next micro-batch should turn both machines Healthy.",
-        show=_said,
     )
     fleet.at(3_000)
     rows = fleet.beat("m1", "m2", "m1")
-    expect_equal(
+    fleet.expect(
         rows,
         [],
         "Healthy machines that send more heartbeats have not changed: emit nothing (at 3000 ms).",
-        show=_said,
     )
+
+
+def _beat_in_a_quiet_bucket(nb, machine: str) -> tuple[Buckets, list[tuple]]:
+    """A heartbeat of ``machine`` at 10000 ms in a bucket whose m1 and m2 are both Unhealthy
+    (its timer a retirement an hour away): the bucket, and what the heartbeat emitted."""
+    fleet = _all_unhealthy(yours_inputs(nb))
+    fleet.at(10_000)
+    return fleet, fleet.beat(machine)
 
 
 @exercise("6.5")
 def test_bucketed_recovery_arms_an_earlier_timer(nb):
-    fleet = _all_unhealthy(yours_inputs(nb))
-    fleet.at(10_000)
-    rows = fleet.beat("m2")
+    fleet, rows = _beat_in_a_quiet_bucket(nb, "m2")
     expected = [("m2", HEALTHY, UNHEALTHY, 10_000)]
-    expect_equal(
-        rows,
-        expected,
-        "An Unhealthy machine that sends a heartbeat recovers.",
-        show=_said,
-    )
+    fleet.expect(rows, expected, "An Unhealthy machine that sends a heartbeat recovers.")
     early = fleet.at(14_999)
     rows = fleet.at(15_000)
-    expect_equal(
+    fleet.expect(
         early + rows,
         [("m2", UNHEALTHY, HEALTHY, 15_000)],
         "m2 recovered at 10000 ms in a bucket whose machines were all Unhealthy, then went "
         "silent: it should turn Unhealthy again at 15000 ms (what the timers emitted up to "
         "then). The bucket's only timer was a retirement an hour away: when a machine's new "
         "deadline is earlier than the armed timer, register one at that deadline.",
-        show=_said,
     )
 
 
 @exercise("6.5")
 def test_bucketed_newcomer_in_a_quiet_bucket_times_out(nb):
-    fleet = _all_unhealthy(yours_inputs(nb))
-    fleet.at(10_000)
-    rows = fleet.beat("m3")
-    expect_equal(
+    fleet, rows = _beat_in_a_quiet_bucket(nb, "m3")
+    fleet.expect(
         rows,
         [("m3", INITIALIZING, None, 10_000)],
         "A new machine in a bucket that already holds others is Initializing.",
-        show=_said,
     )
     rows = fleet.at(15_000)
-    expect_equal(
+    fleet.expect(
         rows,
         [("m3", UNHEALTHY, INITIALIZING, 15_000)],
         "m3 joined a bucket whose machines were all Unhealthy and never beat again: it should "
         "turn Unhealthy at 15000 ms. Register a timer when a new machine's deadline is earlier "
         "than the bucket's armed timer.",
-        show=_said,
     )
 
 

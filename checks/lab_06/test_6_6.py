@@ -69,116 +69,87 @@ def test_bucketed_machines_are_independent(nb):
 @exercise("6.6")
 def test_bucketed_silence_turns_each_machine_unhealthy_once(nb):
     fleet = Buckets(yours_timer(nb))
-    fleet.at(1_000)
-    fleet.beat("m1", "m2")
-    fleet.at(2_000)
-    fleet.beat("m1", "m2")
-    fleet.at(4_000)
-    fleet.beat("m2")
-    early = fleet.at(6_999)
-    expect_equal(
-        early,
-        [],
-        "At 6999 ms m1 has been silent for 4999 ms, less than the 5000 ms timeout: emit nothing "
-        "yet.",
-        show=_said,
-    )
-    rows = fleet.at(7_000)
-    expect_equal(
-        rows,
-        [("m1", UNHEALTHY, HEALTHY, 7_000)],
-        "At 7000 ms m1 has been silent for 5000 ms: emit m1's Healthy -> Unhealthy, and "
-        "nothing for m2, seen at 4000 ms.",
-        show=_said,
-    )
-    rows = fleet.at(8_999)
-    expect_equal(
-        rows,
-        [],
-        "At 8999 ms m2 has been silent for 4999 ms and m1 is already Unhealthy: emit nothing.",
-        show=_said,
-    )
-    rows = fleet.at(9_000)
-    expect_equal(
-        rows,
-        [("m2", UNHEALTHY, HEALTHY, 9_000)],
-        "At 9000 ms m2 has been silent for 5000 ms: emit m2's Healthy -> Unhealthy. After a "
-        "timer fires, register the next one at the earliest deadline of the machines left.",
-        show=_said,
-    )
+    fleet.play({1_000: ("m1", "m2"), 2_000: ("m1", "m2"), 4_000: ("m2",)})
+    timeline = {
+        6_999: (
+            [],
+            "At 6999 ms m1 has been silent for 4999 ms, less than the 5000 ms timeout: emit "
+            "nothing yet.",
+        ),
+        7_000: (
+            [("m1", UNHEALTHY, HEALTHY, 7_000)],
+            "At 7000 ms m1 has been silent for 5000 ms: emit m1's Healthy -> Unhealthy, and "
+            "nothing for m2, seen at 4000 ms.",
+        ),
+        8_999: (
+            [],
+            "At 8999 ms m2 has been silent for 4999 ms and m1 is already Unhealthy: emit nothing.",
+        ),
+        9_000: (
+            [("m2", UNHEALTHY, HEALTHY, 9_000)],
+            "At 9000 ms m2 has been silent for 5000 ms: emit m2's Healthy -> Unhealthy. After a "
+            "timer fires, register the next one at the earliest deadline of the machines left.",
+        ),
+    }
+    for ms, (expected, message) in timeline.items():
+        fleet.expect(fleet.at(ms), expected, message)
     later = []
     for t in range(10_000, 40_000, 1_000):
         later += fleet.at(t)
-    expect_equal(
+    fleet.expect(
         later,
         [],
         "An Unhealthy machine that stays silent is reported once: emit nothing from 10 s to 40 s.",
-        show=_said,
     )
 
 
 @exercise("6.6")
 def test_bucketed_unhealthy_is_stamped_when_the_timer_fires(nb):
     fleet = Buckets(yours_timer(nb))
-    fleet.at(1_000)
-    fleet.beat("m1", "m2")
-    fleet.at(2_000)
-    fleet.beat("m1")
+    fleet.play({1_000: ("m1", "m2"), 2_000: ("m1",)})
     rows = fleet.at(9_500)
     expected = [("m1", UNHEALTHY, HEALTHY, 9_500), ("m2", UNHEALTHY, INITIALIZING, 9_500)]
-    expect_equal(
+    fleet.expect(
         rows,
         expected,
         "No micro-batch ran between 2000 and 9500 ms: at 9500 ms both machines are overdue and "
         "turn Unhealthy, stamped with the time the timer fired, as lab 04's processor does.",
-        show=_said,
     )
 
 
 @exercise("6.6")
 def test_bucketed_retirement_is_silent_and_clears_the_bucket(nb):
     fleet = Buckets(yours_timer(nb), retire_after_ms=30_000)
-    fleet.at(1_000)
-    fleet.beat("m1", "m2")
-    fleet.at(2_000)
-    fleet.beat("m1", "m2")
-    fleet.at(5_000)
-    fleet.beat("m2")
+    fleet.play({1_000: ("m1", "m2"), 2_000: ("m1", "m2"), 5_000: ("m2",)})
     fleet.at(7_000)  # m1 Unhealthy
     fleet.at(10_000)  # m2 Unhealthy
-    rows = fleet.at(31_999)
-    held = fleet.machines()
-    expect_that(
-        {"m1", "m2"} <= held,
-        "At 31999 ms m1 has been silent for 29999 ms, less than retire_after_ms (30000): both "
-        "machines should still be in the bucket's state.",
-        expected="m1 and m2",
-        actual=sorted(held),
-    )
-    rows += fleet.at(32_000)
-    held = fleet.machines()
-    expect_that(
-        "m1" not in held and "m2" in held,
-        "At 32000 ms, 30000 ms after its last heartbeat, m1 should be gone from the bucket and "
-        "m2 (last seen at 5000 ms) still in it.",
-        expected="m2, without m1",
-        actual=sorted(held),
-    )
-    rows += fleet.at(34_999)
-    held = fleet.machines()
-    expect_that(
-        "m2" in held,
-        "At 34999 ms m2 has been silent for 29999 ms: it should still be in the bucket.",
-        expected="m2 in the bucket",
-        actual=sorted(held),
-    )
+    # At each time: what the machines in the bucket must then satisfy, and the failure's words.
+    retiring = {
+        31_999: (
+            lambda held: {"m1", "m2"} <= held,
+            "At 31999 ms m1 has been silent for 29999 ms, less than retire_after_ms (30000): "
+            "both machines should still be in the bucket's state.",
+            "m1 and m2",
+        ),
+        32_000: (
+            lambda held: "m1" not in held and "m2" in held,
+            "At 32000 ms, 30000 ms after its last heartbeat, m1 should be gone from the bucket "
+            "and m2 (last seen at 5000 ms) still in it.",
+            "m2, without m1",
+        ),
+        34_999: (
+            lambda held: "m2" in held,
+            "At 34999 ms m2 has been silent for 29999 ms: it should still be in the bucket.",
+            "m2 in the bucket",
+        ),
+    }
+    rows = []
+    for ms, (holds, message, expected) in retiring.items():
+        rows += fleet.at(ms)
+        held = fleet.machines()
+        expect_that(holds(held), message, expected=expected, actual=sorted(held))
     rows += fleet.at(35_000)
-    expect_equal(
-        rows,
-        [],
-        "Retiring a machine is silent: no output row while retiring m1 and m2.",
-        show=_said,
-    )
+    fleet.expect(rows, [], "Retiring a machine is silent: no output row while retiring m1 and m2.")
     if fleet.has_state():
         raise CheckFailed(
             "At 35000 ms the bucket's last machine retired: clear() the bucket's state.",
@@ -200,12 +171,7 @@ def test_bucketed_retired_machine_starts_over(nb):
     fleet.at(40_000)
     rows = fleet.beat("m1")
     expected = [("m1", INITIALIZING, None, 40_000)]
-    expect_equal(
-        rows,
-        expected,
-        "A retired machine that comes back is new again.",
-        show=_said,
-    )
+    fleet.expect(rows, expected, "A retired machine that comes back is new again.")
 
 
 @exercise("6.6")
@@ -242,10 +208,7 @@ def test_your_timer_tells_the_same_story_as_lab_04(nb):
 @exercise("6.6")
 def test_a_superseded_timer_changes_nothing(nb):
     fleet = Buckets(yours_timer(nb), retire_after_ms=30_000)
-    fleet.at(1_000)
-    fleet.beat("m1")
-    fleet.at(2_000)
-    fleet.beat("m1")
+    fleet.play({1_000: ("m1",), 2_000: ("m1",)})
     fleet.at(7_000)  # m1 Unhealthy: the bucket's timer is its retirement, at 32000
     fleet.at(10_000)
     fleet.beat("m1")  # recovered: a timer at 15000; the one at 32000 is superseded

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from story_06 import (
+    _as_spark_did,
     _prediction,
 )
 
@@ -18,9 +19,7 @@ from streamlab.kit import (
     ReferenceHeartbeatProcessor,
     deliver_file,
     exercise,
-    expect_equal,
     session_conf,
-    spark_facts,
 )
 
 PRICE_BATCHES = ([1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 5, 6, 7, 8], [1], [1, 5])
@@ -83,12 +82,11 @@ def test_the_predicted_writes_are_what_spark_writes(nb, spark, tmp_path):
         ("machine", "partition"),
         "each a list of one (values, machines) pair per batch",
     )
-    actual = spark_facts(
-        "6.8 the writes", lambda: _writes_spark_makes(spark, tmp_path), check=__file__
-    )
-    expect_equal(
+    _as_spark_did(
         predicted,
-        actual,
+        "6.8 the writes",
+        lambda: _writes_spark_makes(spark, tmp_path),
+        __file__,
         "PREDICTED_WRITES should hold, per design and batch, (state values written, machines "
         "they hold) as the change feed shows them (expected: what Spark wrote on the same "
         "input).",
