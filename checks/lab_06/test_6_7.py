@@ -19,14 +19,13 @@ from streamlab.deadlines import finish
 from streamlab.kit import (
     HEALTHY,
     INITIALIZING,
-    NO_DATA_BATCHES,
     UNHEALTHY,
     CheckFailed,
     exercise,
     expect_equal,
     expect_that,
     load_solution,
-    session_conf,
+    start_available,
 )
 
 
@@ -73,12 +72,8 @@ def _bucketed_run(nb, spark, incoming: Path, output: Path, checkpoint) -> tuple[
         .writeStream.format("parquet")
         .option("path", str(output))
         .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
     )
-    # Processing-time timers make Spark run a batch every trigger even without data, so an
-    # availableNow query would never end; without no-data batches it ends once input is done.
-    with session_conf(spark, {NO_DATA_BATCHES: "false"}):
-        query = writer.start()
+    query = start_available(spark, writer)
     try:
         finish(
             query, within=240, what="the check's query over your bucketed changes to read its input"

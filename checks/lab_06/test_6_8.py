@@ -15,11 +15,10 @@ from story_06 import (
 
 from streamlab.deadlines import finish
 from streamlab.kit import (
-    NO_DATA_BATCHES,
     ReferenceHeartbeatProcessor,
     deliver_file,
     exercise,
-    session_conf,
+    start_available,
 )
 
 PRICE_BATCHES = ([1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3, 4, 5, 6, 7, 8], [1], [1, 5])
@@ -52,13 +51,8 @@ def _price_input(folder: Path) -> None:
 def _writes(spark, transitions, checkpoint: Path, variable: str, machines_in_value) -> list:
     from pyspark.sql import functions as F
 
-    with session_conf(spark, {NO_DATA_BATCHES: "false"}):
-        query = (
-            transitions.writeStream.format("noop")
-            .option("checkpointLocation", str(checkpoint))
-            .trigger(availableNow=True)
-            .start()
-        )
+    writer = transitions.writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+    query = start_available(spark, writer)
     finish(query, within=240, what="the check's query over the prices to read its input")
     feed = (
         spark.read.format("statestore")
