@@ -171,7 +171,7 @@ def test_committed_notebooks_carry_no_outputs():
 def test_every_lab_in_the_registry_has_notebooks_checks_and_a_page():
     for lab in registry.labs():
         assert lab.notebook(REPO_ROOT / "solutions").exists(), lab.name
-        assert lab.checks.exists(), lab.checks
+        assert lab.check_dir.is_dir(), lab.check_dir
         assert (REPO_ROOT / "site" / lab.site_page).exists(), lab.site_page
 
 

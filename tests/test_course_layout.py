@@ -35,7 +35,6 @@ def strays(labs: tuple[registry.Lab, ...], files: list[str]) -> list[str]:
     expected = set(CHECKS_OWN)
     for lab in labs:
         expected |= {f"solutions/{lab.name}/{lab.name}.ipynb", f"labs/{lab.name}/{lab.name}.ipynb"}
-        expected.add(f"checks/test_{lab.name.replace('-', '_')}.py")
         folder = f"checks/lab_{lab.id}"
         expected.add(f"{folder}/story_{lab.id}.py")
         expected |= {f"{folder}/test_{e.id.replace('.', '_')}.py" for e in lab.exercises}
@@ -49,22 +48,18 @@ def strays(labs: tuple[registry.Lab, ...], files: list[str]) -> list[str]:
 
 
 def missing(labs: tuple[registry.Lab, ...], files: list[str]) -> list[str]:
-    """What a lab of ``labs`` lacks: a notebook, or checks (a folder with a file an exercise,
-    or the one file of a lab not in a folder yet)."""
+    """What a lab of ``labs`` lacks: a notebook, or a check file of an exercise in its folder."""
     present, lacking = set(files), []
     for lab in labs:
         for root in ("solutions", "labs"):
             if f"{root}/{lab.name}/{lab.name}.ipynb" not in present:
                 lacking.append(f"{root}/{lab.name}/{lab.name}.ipynb")
         folder = f"checks/lab_{lab.id}/"
-        if any(path.startswith(folder) for path in present):
-            lacking += [
-                f"{folder}test_{e.id.replace('.', '_')}.py"
-                for e in lab.exercises
-                if f"{folder}test_{e.id.replace('.', '_')}.py" not in present
-            ]
-        elif f"checks/test_{lab.name.replace('-', '_')}.py" not in present:
-            lacking.append(f"{folder} (or checks/test_{lab.name.replace('-', '_')}.py)")
+        lacking += [
+            f"{folder}test_{e.id.replace('.', '_')}.py"
+            for e in lab.exercises
+            if f"{folder}test_{e.id.replace('.', '_')}.py" not in present
+        ]
     return lacking
 
 
@@ -90,12 +85,14 @@ def test_the_rules_see_a_stray_and_a_missing_exercise():
         "checks/lab_00/test_0_1.py",
         "checks/lab_00/test_0_9.py",
         "checks/lab_00/helpers.py",
+        f"checks/test_{lab.name.replace('-', '_')}.py",
         "checks/data/00_story.json",
         "checks/data/99_story.json",
     ]
     assert strays((lab,), files) == [
         "checks/lab_00/test_0_9.py",
         "checks/lab_00/helpers.py",
+        f"checks/test_{lab.name.replace('-', '_')}.py",
         "checks/data/99_story.json",
     ]
     assert missing((lab,), files) == ["checks/lab_00/test_0_2.py", "checks/lab_00/test_0_3.py"]

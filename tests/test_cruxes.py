@@ -412,8 +412,8 @@ def check_hints(path: Path) -> tuple[tuple[int, str | None, str], ...]:
 
 def check_hint_units(exercise: str) -> Iterator[tuple[str, str]]:
     lab = lab_of(exercise)
-    story = [lab.check_dir / f"story_{lab.id}.py"] if lab.check_dir.is_dir() else []
-    for path in [*lab.check_files, *(p for p in story if p.exists())]:
+    story = lab.check_dir / f"story_{lab.id}.py"
+    for path in [*lab.check_files, *([story] if story.exists() else [])]:
         for line, shown_by, text in check_hints(path):
             if shown_by and DIAGNOSED_BY.get(shown_by) == exercise:
                 continue

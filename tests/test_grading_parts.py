@@ -138,12 +138,12 @@ def test_grading_2_5_by_part_on_spark(tmp_path):
     assert said["update"]["hint"] != lab.exercise("2.5").hint
 
 
-def _check_module(lab_id: str, exercise: str = ""):
-    """A lab's checks as a module: the file of ``exercise`` for a lab in a folder, which
-    imports its lab's story from beside it, as pytest does; its story for ``exercise="story"``."""
+def _check_module(lab_id: str, exercise: str):
+    """A lab's checks as a module: the file of ``exercise`` in the lab's folder, which imports
+    its lab's story from beside it, as pytest does; its story for ``exercise="story"``."""
     lab = registry.lab(lab_id)
     name = f"story_{lab_id}" if exercise == "story" else f"test_{exercise.replace('.', '_')}"
-    path = lab.check_dir / f"{name}.py" if exercise else lab.check_file
+    path = lab.check_dir / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"lab{lab_id}_checks", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

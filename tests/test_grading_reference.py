@@ -124,7 +124,11 @@ def test_check_in_a_notebook_says_not_graded(course, monkeypatch):
 def test_a_check_file_broken_for_another_reason_is_still_a_course_bug():
     outcome = supervisor.Outcome()
     supervisor._follow(
-        {"event": EventKind.BROKEN, "check": "checks/test_10_x.py", "message": "E NameError: x"},
+        {
+            "event": EventKind.BROKEN,
+            "check": "checks/lab_10/test_10_1.py",
+            "message": "E NameError: x",
+        },
         supervisor._Run(outcome, supervisor._Plan(), cell_limit=1.0, cap=None),
     )
     assert "This is a bug in the course" in outcome.lab_errors["10"]

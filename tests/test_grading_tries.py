@@ -45,7 +45,9 @@ title = "Double it"
 hints = ["Multiply.", "By two."]
 """
 
-CHECKS = """\
+#: The checks, a file an exercise in the lab's folder (checks/lab_01/test_1_1.py, ...).
+CHECKS = {
+    "1.1": """\
 from streamlab.grading import exercise, expect_equal, expect_keys
 
 
@@ -53,6 +55,9 @@ from streamlab.grading import exercise, expect_equal, expect_keys
 def test_totals_match_spark(nb):
     predicted = expect_keys(nb.TOTALS, "TOTALS", ["m1", "m2"])
     expect_equal(predicted, {"m1": 24, "m2": 3}, "Your prediction against what Spark counts.")
+""",
+    "1.2": """\
+from streamlab.grading import exercise, expect_equal
 
 
 @exercise("1.2", part="diagnosis")
@@ -63,12 +68,16 @@ def test_diagnosis(nb):
 @exercise("1.2", part="fix")
 def test_fix(nb):
     expect_equal(nb.kept(), 5, "kept() should keep the 5 rows.")
+""",
+    "1.3": """\
+from streamlab.grading import exercise, expect_equal
 
 
 @exercise("1.3")
 def test_double(nb):
     expect_equal(nb.double(2), 4, "double(2) should be 4.")
-"""
+""",
+}
 
 SOLVED = {
     "1.1": 'TOTALS = {"m1": 24, "m2": 3}',
@@ -116,7 +125,9 @@ def course(tmp_path) -> Path:
     root = tmp_path / "course"
     (root / "checks").mkdir(parents=True)
     (root / "course.toml").write_text(COURSE)
-    (root / "checks" / "test_01_tries.py").write_text(CHECKS)
+    (root / "checks" / "lab_01").mkdir()
+    for exercise, source in CHECKS.items():
+        (root / "checks" / "lab_01" / f"test_{exercise.replace('.', '_')}.py").write_text(source)
     for name in ("pytest.ini", "conftest.py"):
         shutil.copy(REPO_ROOT / "checks" / name, root / "checks" / name)
     solved = {e: f"# BEGIN SOLUTION\n{s}\n# END SOLUTION" for e, s in SOLVED.items()}
@@ -152,6 +163,24 @@ def _rows(graded: dict) -> dict[str, dict]:
 def _record(course: Path) -> dict:
     path = course / "build" / "first-tries.json"
     return json.loads(path.read_text())["exercises"] if path.exists() else {}
+
+
+def test_a_labs_checks_in_one_file_beside_the_folders_are_refused_with_where_they_belong(course):
+    """The grader reads a lab's checks from its folder only: the same checks in one file,
+    ``checks/test_01_tries.py``, are not graded, and the grader says where they belong."""
+    folder = course / "checks" / "lab_01"
+    flat = "\n\n".join(path.read_text() for path in sorted(folder.glob("test_*.py")))
+    (course / "checks" / "test_01_tries.py").write_text(flat)
+    shutil.rmtree(folder)
+    _write(course, **{"1_3": SOLVED["1.3"]})
+    json_path = course / "build" / "grade.json"
+    out = run_grader("labs", "01", json_path=json_path, env=_env(course), timeout=300)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert (
+        "No checks for lab 01: a lab's checks are in checks/lab_01/, one file an exercise "
+        "(test_1_1.py, ...)"
+    ) in out.stderr
+    assert not json_path.exists()
 
 
 WRONG = 'TOTALS = {"m1": 22, "m2": 3}'

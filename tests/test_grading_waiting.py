@@ -30,7 +30,7 @@ def test_the_terminal_says_once_that_the_grader_starts_then_what_waits_long():
         "  ... check 3 of 12 (2.8, your test passes): 15 s",
         "  ... check 3 of 12 (2.8, your test passes): 45 s",
     ]
-    assert check_in_words("checks/test_02_x.py::test_your_test_passes_a_right[p1]") == (
+    assert check_in_words("checks/lab_02/test_2_8.py::test_your_test_passes_a_right[p1]") == (
         "your test passes a right"
     )
 

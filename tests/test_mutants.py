@@ -69,7 +69,8 @@ def _tiny_course(root: Path) -> Path:
     (root / "checks").mkdir()
     for name in ("conftest.py", "pytest.ini"):
         (root / "checks" / name).write_text((REPO_ROOT / "checks" / name).read_text())
-    (root / "checks" / "test_00_tiny.py").write_text(CHECKS)
+    (root / "checks" / "lab_00").mkdir()
+    (root / "checks" / "lab_00" / "test_0_1.py").write_text(CHECKS)
     notebook = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell(SOLUTION)
     cell.metadata["tags"] = ["exercise-0.1"]

@@ -72,21 +72,9 @@ class Lab:
         return CHECKS_DIR / f"lab_{self.id}"
 
     @property
-    def check_file(self) -> Path:
-        """``checks/test_06_rocksdb_under_the_hood.py``: the checks of a lab not yet in a folder."""
-        return CHECKS_DIR / f"test_{self.name.replace('-', '_')}.py"
-
-    @property
-    def checks(self) -> Path:
-        """What the grader runs for the lab: its folder, or the one file of a lab without one."""
-        return self.check_dir if self.check_dir.is_dir() else self.check_file
-
-    @property
     def check_files(self) -> list[Path]:
-        """The lab's check files (not its story module), in name order."""
-        if self.check_dir.is_dir():
-            return sorted(self.check_dir.glob("test_*.py"), key=lambda p: _number(_dotted(p)))
-        return [self.check_file]
+        """The lab's check files in its folder (not its story module), in exercise order."""
+        return sorted(self.check_dir.glob("test_*.py"), key=lambda p: _number(_dotted(p)))
 
     @property
     def site_page(self) -> str:
@@ -222,14 +210,14 @@ def find_exercise(exercise_id: str) -> tuple[Lab, Exercise]:
     return found, found.exercise(exercise_id)
 
 
-_CHECK_PATH = re.compile(r"(?:^|/)(?:lab_(\d+)/[^/]*|test_(\d+)_\w+\.py)$")
+_CHECK_PATH = re.compile(r"(?:^|/)lab_(\d+)/[^/]*$")
 
 
 def lab_of_check(path: str | Path) -> str | None:
-    """The lab of a check file or node id: ``checks/lab_04/test_4_2.py::t`` and
-    ``checks/test_04_x.py::t`` are both 04; None for a path that is neither."""
+    """The lab of a check file or node id: ``checks/lab_04/test_4_2.py::t`` is 04; None for a
+    path outside a lab's folder."""
     found = _CHECK_PATH.search(Path(str(path).partition("::")[0]).as_posix())
-    return (found.group(1) or found.group(2)) if found else None
+    return found.group(1) if found else None
 
 
 def _dotted(check: Path) -> str:

@@ -105,14 +105,14 @@ def main(argv: list[str] | None = None) -> int:
         text = str(error).rstrip(".")
         print(f"{text[:1].upper()}{text[1:]}.", file=sys.stderr)
         return USAGE
-    missing = [lab for lab in chosen if not lab.checks.exists()]
-    if missing:
+    missing = [lab for lab in chosen if not lab.check_dir.is_dir()]
+    for lab in missing:
         print(
-            "No checks for lab(s) "
-            + ", ".join(lab.id for lab in missing)
-            + f" ({supervisor.REPORT_BUGS}).",
+            f"No checks for lab {lab.id}: a lab's checks are in checks/{lab.check_dir.name}/, "
+            f"one file an exercise (test_{int(lab.id)}_1.py, ...) ({supervisor.REPORT_BUGS}).",
             file=sys.stderr,
         )
+    if missing:
         return USAGE
 
     json_path = Path(args.json)

@@ -170,7 +170,7 @@ def lab_of(item: pytest.Item) -> str:
     lab = registry.lab_of_check(item.path)
     if lab is None:
         raise pytest.UsageError(
-            f"{item.path.name}: a lab's checks are in checks/lab_<ID>/ (or checks/test_<ID>_<slug>.py)"
+            f"{item.path.name}: a lab's checks are in checks/lab_<ID>/, one file an exercise"
         )
     return lab
 

@@ -232,7 +232,7 @@ def run(
         # children are enough; the bound only guards against a course bug that loops.
         for _ in range(200):
             plan.write(plan_path)
-            args = [str(lab.checks) for lab in labs] + [
+            args = [str(lab.check_dir) for lab in labs] + [
                 "--notebooks",
                 notebooks,
                 "--grading-plan",

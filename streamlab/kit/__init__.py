@@ -2,9 +2,9 @@
 
 A check takes from here what it uses: the assertions and the exercise marker (from the
 grader), the stories and the shared vocabulary (:mod:`.stories`), the heartbeat helpers
-(:mod:`.heartbeat`), the answer shapes (:mod:`.answers`), the Spark facts kept between
-gradings, the settings context that puts back what it found, and the course's reference
-solutions. Besides the kit a check imports only a notebook-facing name it exercises on purpose
+(:mod:`.heartbeat`), the answer shapes (:mod:`.answers`), a query started to read its input
+and stop (:mod:`.queries`), the Spark facts kept between gradings, the settings context that
+puts back what it found, and the course's reference solutions. Besides the kit a check imports only a notebook-facing name it exercises on purpose
 (``streamlab/notebook_api.py``). ``tests/test_check_kit.py`` holds both, and that no check
 declares a name of the kit again.
 
@@ -29,6 +29,7 @@ from streamlab.grading.plugin import exercise
 from streamlab.grading.verdict import query_cause
 from streamlab.kit.answers import Field, expect_answer, is_int, is_str, list_of
 from streamlab.kit.heartbeat import Meter, ProcessorStory, handler_must_yield, status_tuples
+from streamlab.kit.queries import start_available
 from streamlab.kit.stories import (
     HEALTHY,
     HEARTBEAT_DDL,
@@ -99,6 +100,7 @@ __all__ = [
     "registry",
     "session_conf",
     "spark_facts",
+    "start_available",
     "state_growing",
     "status_tuples",
     "write_heartbeats",
