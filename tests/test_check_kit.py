@@ -6,10 +6,20 @@ from __future__ import annotations
 import ast
 
 import pytest
+from pyspark.sql import functions as F
 
 import streamlab.kit
-from streamlab.grading import CheckFailed, expect_that
-from streamlab.kit import Field, expect_answer, is_int, list_of
+from streamlab.grading import CheckFailed, expect_that, facts
+from streamlab.kit import (
+    START,
+    Field,
+    crash_before_commit,
+    expect_answer,
+    expect_spark_shows,
+    is_int,
+    list_of,
+    window_bounds,
+)
 from streamlab.notebook_api import NOTEBOOK_API
 from streamlab.paths import REPO_ROOT
 
@@ -105,6 +115,62 @@ def test_an_answer_of_the_wrong_shape_is_named_with_its_key():
     with pytest.raises(CheckFailed) as failed:
         expect_answer({"rows": []}, "DIAGNOSIS", fields)
     assert failed.value.of_shape
+
+
+def test_an_answer_is_held_against_what_spark_showed_once_per_machine(tmp_path, monkeypatch):
+    monkeypatch.setattr(facts, "FACTS_DIR", tmp_path / "facts")
+    check = tmp_path / "test_9_9.py"
+    check.write_text("# a check file\n")
+    runs = []
+
+    def measure():
+        runs.append(1)
+        return {"batches": [0, 1]}
+
+    expect_spark_shows(
+        {"batches": [0, 1]}, "9.9 the run", measure, "DIAGNOSIS against the run.", check=str(check)
+    )
+    with pytest.raises(CheckFailed) as failed:
+        expect_spark_shows(
+            {"batches": [0]},
+            "9.9 the run",
+            measure,
+            "DIAGNOSIS against the run.",
+            check=str(check),
+            hint="Read the progress reports.",
+        )
+    assert (failed.value.message, failed.value.hint) == (
+        "DIAGNOSIS against the run.",
+        "Read the progress reports.",
+    )
+    assert failed.value.values == ({"batches": [0, 1]}, {"batches": [0]})
+    assert len(runs) == 1
+
+
+def test_a_window_is_shown_by_its_bounds(spark):
+    beats = spark.createDataFrame(
+        [("m1", START.replace(second=3)), ("m1", START.replace(second=12))],
+        "machine_name STRING, event_time TIMESTAMP",
+    )
+    windows = beats.groupBy(F.window("event_time", "10 seconds"), "machine_name").count()
+    rows = windows.select(*window_bounds(), "machine_name").orderBy("window_start").collect()
+    assert [tuple(r) for r in rows] == [
+        (START.replace(tzinfo=None), START.replace(second=10, tzinfo=None), "m1"),
+        (START.replace(second=10, tzinfo=None), START.replace(second=20, tzinfo=None), "m1"),
+    ]
+
+
+def test_a_crash_before_the_commit_leaves_the_newest_batch_unrecorded(tmp_path):
+    commits = tmp_path / "checkpoint" / "commits"
+    commits.mkdir(parents=True)
+    for batch in (0, 1, 10):
+        (commits / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+        (commits / f".{batch}.crc").write_bytes(b"crc")
+    crash_before_commit(tmp_path / "checkpoint")
+    assert sorted(p.name for p in commits.iterdir()) == [".0.crc", ".1.crc", "0", "1"]
+    (commits / ".1.crc").unlink()  # a checkpoint without checksums
+    crash_before_commit(str(tmp_path / "checkpoint"))
+    assert sorted(p.name for p in commits.iterdir()) == [".0.crc", "0"]
 
 
 def test_settings_put_back_what_they_found(spark):

@@ -9,14 +9,14 @@ from pathlib import Path
 
 from streamlab.kit import (
     ROCKSDB_PROVIDER,
+    SHUFFLE_PARTITIONS,
+    STATE_ENCODING,
     STATE_PROVIDER,
     CheckFailed,
     exercise,
     expect_equal,
 )
 
-PARTITIONS = "spark.sql.shuffle.partitions"
-ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 TIME_ZONE = "spark.sql.session.timeZone"
 
 
@@ -35,7 +35,7 @@ def _offsets(checkpoint: Path, batch: int, conf: dict[str, str]) -> None:
     (folder / f".{batch}.crc").write_text("crc")
 
 
-PINNED = {STATE_PROVIDER: ROCKSDB_PROVIDER, PARTITIONS: "2", ENCODING: "unsaferow"}
+PINNED = {STATE_PROVIDER: ROCKSDB_PROVIDER, SHUFFLE_PARTITIONS: "2", STATE_ENCODING: "unsaferow"}
 
 
 def _effective(nb, conf, checkpoint) -> dict:
@@ -57,7 +57,7 @@ def _effective(nb, conf, checkpoint) -> dict:
 
 @exercise("0.1")
 def test_a_new_checkpoint_runs_with_the_sessions_settings(nb, tmp_path):
-    conf = {PARTITIONS: "4", TIME_ZONE: "UTC"}
+    conf = {SHUFFLE_PARTITIONS: "4", TIME_ZONE: "UTC"}
     expect_equal(
         _effective(nb, conf, tmp_path / "never-started"),
         conf,
@@ -76,14 +76,14 @@ def test_a_new_checkpoint_runs_with_the_sessions_settings(nb, tmp_path):
 def test_the_checkpoint_wins_over_the_session(nb, tmp_path):
     for batch in range(3):
         _offsets(tmp_path, batch, PINNED)
-    conf = {PARTITIONS: "4", TIME_ZONE: "UTC"}
+    conf = {SHUFFLE_PARTITIONS: "4", TIME_ZONE: "UTC"}
     expect_equal(
         _effective(nb, conf, tmp_path),
         {
-            PARTITIONS: "2",
+            SHUFFLE_PARTITIONS: "2",
             TIME_ZONE: "UTC",
             STATE_PROVIDER: ROCKSDB_PROVIDER,
-            ENCODING: "unsaferow",
+            STATE_ENCODING: "unsaferow",
         },
         "Every setting the newest offsets file pins replaces or adds to the session's; the "
         "others keep their values.",
@@ -97,10 +97,10 @@ def test_the_newest_offsets_file_is_the_largest_number(nb, tmp_path):
     # 8, which wrote offsets/10 with the new count. "10" sorts before "9" as text.
     for batch in range(10):
         _offsets(tmp_path, batch, PINNED)
-    _offsets(tmp_path, 10, {**PINNED, PARTITIONS: "8"})
+    _offsets(tmp_path, 10, {**PINNED, SHUFFLE_PARTITIONS: "8"})
     (tmp_path / "offsets" / ".11.1a2b3c.tmp").write_text("v1\n{half written")
     expect_equal(
-        _effective(nb, {PARTITIONS: "2"}, tmp_path)[PARTITIONS],
+        _effective(nb, {SHUFFLE_PARTITIONS: "2"}, tmp_path)[SHUFFLE_PARTITIONS],
         "8",
         "offsets/10 is the newest of offsets/0 to offsets/10; files whose name is not a number "
         "(checksums, temporary files) are not offsets files.",

@@ -10,6 +10,7 @@ from streamlab.deadlines import finish
 from streamlab.kit import (
     HEARTBEAT_DDL,
     CheckFailed,
+    crash_before_commit,
     exercise,
     expect_equal,
     expect_keys,
@@ -69,8 +70,7 @@ def _crash_in_spark(spark, tmp_path: Path) -> dict:
     _reference_run(spark, incoming, output, checkpoint)
     _write(incoming, "part-1", fleet[:2], 1)
     _reference_run(spark, incoming, output, checkpoint)
-    for name in ("1", ".1.crc"):
-        (checkpoint / "commits" / name).unlink()
+    crash_before_commit(checkpoint)  # commits/1 lost
     _write(incoming, "part-2", fleet, 1)
     restart = _reference_run(spark, incoming, output, checkpoint)
     return {

@@ -17,6 +17,7 @@ from streamlab.kit import (
     START,
     is_str,
     list_of,
+    window_bounds,
 )
 
 SCHEMA = "machine_name STRING, machine_time TIMESTAMP, event_time TIMESTAMP"
@@ -89,12 +90,7 @@ def reference_final_counts(heartbeats, size="10 seconds", delay="5 seconds"):
         heartbeats.withWatermark("event_time", delay)
         .groupBy(F.window("event_time", size), "machine_name")
         .agg(F.count("*").alias("heartbeats"))
-        .select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
-            "machine_name",
-            "heartbeats",
-        )
+        .select(*window_bounds(), "machine_name", "heartbeats")
     )
 
 

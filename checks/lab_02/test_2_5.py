@@ -29,8 +29,9 @@ from streamlab.kit import (
     exercise,
     expect_answer,
     expect_equal,
+    expect_spark_shows,
     is_int,
-    spark_facts,
+    window_bounds,
 )
 
 
@@ -39,12 +40,7 @@ def counts_of(heartbeats: DataFrame) -> DataFrame:
     return (
         heartbeats.groupBy(F.window("event_time", "10 seconds"), "machine_name")
         .agg(F.count("*").alias("heartbeats"))
-        .select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
-            "machine_name",
-            "heartbeats",
-        )
+        .select(*window_bounds(), "machine_name", "heartbeats")
     )
 
 
@@ -118,20 +114,16 @@ def _board_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
 
 @exercise("2.5", timeout=180, part="diagnosis")
 def test_the_diagnosis_is_what_spark_shows_of_the_first_try(nb, spark, tmp_path):
-    diagnosis = _board_diagnosis(nb.DIAGNOSIS_2_5)
-    spark_shows = spark_facts(
+    expect_spark_shows(
+        _board_diagnosis(nb.DIAGNOSIS_2_5),
         "2.5 the first try",
         lambda: _board_in_spark(spark, tmp_path / "board", str(tmp_path / "first-try")),
-        check=__file__,
-    )
-    expect_equal(
-        diagnosis,
-        spark_shows,
         "DIAGNOSIS_2_5 against a run of the first try over the notebook's two deliveries: each "
         "micro-batch's numOutputRows by batch id (its progress report's sink), the rows its "
         "table holds, and the (machine_name, window_start) it holds more than once.",
         hint="Read first_try.recentProgress batch by batch and count the rows of "
         "spark.table('board_first_try'), rather than reasoning from the code alone.",
+        check=__file__,
     )
 
 

@@ -28,9 +28,9 @@ from streamlab.kit import (
     expect_answer,
     expect_dataframe,
     expect_equal,
+    expect_spark_shows,
     expect_that,
     is_int,
-    spark_facts,
 )
 
 #: What a failed fix of 2.6 is about.
@@ -132,21 +132,17 @@ def _replays_in_spark(spark, folder: Path, checkpoint_dir: str) -> dict:
 
 @exercise("2.6", timeout=180, part="diagnosis")
 def test_the_diagnosis_is_what_spark_shows_of_the_first_version(nb, spark, tmp_path):
-    diagnosis = _replay_diagnosis(nb.DIAGNOSIS_2_6)
-    spark_shows = spark_facts(
+    expect_spark_shows(
+        _replay_diagnosis(nb.DIAGNOSIS_2_6),
         "2.6 the first version",
         lambda: _replays_in_spark(spark, tmp_path / "replays", str(tmp_path / "first-try")),
-        check=__file__,
-    )
-    expect_equal(
-        diagnosis,
-        spark_shows,
         "DIAGNOSIS_2_6 against a run of the first version over the notebook's two deliveries: "
         "the rows its progress reports count as dropped repeats (numDroppedDuplicateRows), the "
         "rows of its table that repeat an earlier row's machine_name and machine_time, and the "
         "keys its state holds after the run (the state reader).",
         hint="Read first_try.recentProgress, the table replays_first_try and the state reader "
         "on its checkpoint, rather than reasoning from the code alone.",
+        check=__file__,
     )
 
 

@@ -14,6 +14,7 @@ from streamlab.kit import (
     CheckFailed,
     exercise,
     expect_equal,
+    window_bounds,
 )
 
 
@@ -36,12 +37,7 @@ def _machines_mixed_up(heartbeats, size="10 seconds", delay="5 seconds"):
         heartbeats.withWatermark("event_time", delay)
         .groupBy(F.window("event_time", size))
         .agg(F.min("machine_name").alias("machine_name"), F.count("*").alias("heartbeats"))
-        .select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
-            "machine_name",
-            "heartbeats",
-        )
+        .select(*window_bounds(), "machine_name", "heartbeats")
     )
 
 

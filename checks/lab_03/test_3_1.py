@@ -21,12 +21,17 @@ from streamlab.kit import (
 )
 
 
+def _transition(nb, state, *frames, **kwargs) -> list[tuple]:
+    """The notebook's heartbeat_state_transition called as Spark calls it (story_03's call)."""
+    return call(
+        nb.heartbeat_state_transition, "heartbeat_state_transition", state, *frames, **kwargs
+    )
+
+
 @exercise("3.1")
 def test_first_heartbeat_initializes_a_machine(nb):
     state = group_state(conf=EVENT)
-    rows = call(
-        nb.heartbeat_state_transition, "heartbeat_state_transition", state, heartbeats("m1", 0)
-    )
+    rows = _transition(nb, state, heartbeats("m1", 0))
     expect_equal(
         rows,
         [("m1", INITIALIZING, None, at(0))],
@@ -52,13 +57,7 @@ def test_first_heartbeat_initializes_a_machine(nb):
 def test_heartbeats_in_order_within_one_batch(nb):
     state = group_state(conf=EVENT)
     # Two frames, the later heartbeat first: the function must order them by event time.
-    rows = call(
-        nb.heartbeat_state_transition,
-        "heartbeat_state_transition",
-        state,
-        heartbeats("m1", 1.5),
-        heartbeats("m1", 0, 3),
-    )
+    rows = _transition(nb, state, heartbeats("m1", 1.5), heartbeats("m1", 0, 3))
     expect_equal(
         rows,
         [("m1", INITIALIZING, None, at(0)), ("m1", HEALTHY, INITIALIZING, at(1.5))],
@@ -74,9 +73,7 @@ def test_heartbeats_in_order_within_one_batch(nb):
 @exercise("3.1")
 def test_healthy_machine_emits_nothing_on_a_heartbeat(nb):
     state = group_state((HEALTHY, at(3)), conf=EVENT)
-    rows = call(
-        nb.heartbeat_state_transition, "heartbeat_state_transition", state, heartbeats("m1", 4)
-    )
+    rows = _transition(nb, state, heartbeats("m1", 4))
     expect_equal(rows, [], "A heartbeat of a Healthy machine changes nothing.", show=show)
     expect_equal(
         (stored(state), timeout_of(state)),
@@ -88,9 +85,7 @@ def test_healthy_machine_emits_nothing_on_a_heartbeat(nb):
 @exercise("3.1")
 def test_last_seen_never_goes_backwards(nb):
     state = group_state((HEALTHY, at(10)), conf=EVENT)
-    rows = call(
-        nb.heartbeat_state_transition, "heartbeat_state_transition", state, heartbeats("m1", 8)
-    )
+    rows = _transition(nb, state, heartbeats("m1", 8))
     expect_equal(rows, [], "A late heartbeat of a Healthy machine changes nothing.", show=show)
     expect_equal(
         (stored(state), timeout_of(state)),
@@ -104,9 +99,7 @@ def test_last_seen_never_goes_backwards(nb):
 @exercise("3.1")
 def test_timeout_makes_a_machine_unhealthy(nb):
     state = group_state((HEALTHY, at(4)), conf=EVENT, timed_out=True, watermark_ms=at(10))
-    rows = call(
-        nb.heartbeat_state_transition, "heartbeat_state_transition", state, timeout_ms=2_000
-    )
+    rows = _transition(nb, state, timeout_ms=2_000)
     expect_equal(
         rows,
         [("m1", UNHEALTHY, HEALTHY, at(6))],
@@ -125,9 +118,7 @@ def test_timeout_makes_a_machine_unhealthy(nb):
 @exercise("3.1")
 def test_unhealthy_machine_recovers_on_a_heartbeat(nb):
     state = group_state((UNHEALTHY, at(4)), conf=EVENT, watermark_ms=at(10))
-    rows = call(
-        nb.heartbeat_state_transition, "heartbeat_state_transition", state, heartbeats("m1", 20)
-    )
+    rows = _transition(nb, state, heartbeats("m1", 20))
     expect_equal(
         rows,
         [("m1", HEALTHY, UNHEALTHY, at(20))],

@@ -37,8 +37,8 @@ from streamlab.kit import (
     exercise,
     expect_answer,
     expect_equal,
+    expect_spark_shows,
     is_int,
-    spark_facts,
 )
 
 # --- pure Python: 3.4 ---------------------------------------------------------------------
@@ -148,18 +148,17 @@ def _silence_shown_by_spark(spark, tmp_path: Path) -> dict:
 
 @exercise("3.4", timeout=300, part="diagnosis")
 def test_the_diagnosis_is_what_spark_shows_of_the_seed(nb, spark, tmp_path):
-    diagnosis = _diagnosis(nb.DIAGNOSIS_3_4)
-    expect_equal(
-        diagnosis,
-        spark_facts(
-            "3.4 the seed", lambda: _silence_shown_by_spark(spark, tmp_path), check=__file__
-        ),
+    expect_spark_shows(
+        _diagnosis(nb.DIAGNOSIS_3_4),
+        "3.4 the seed",
+        lambda: _silence_shown_by_spark(spark, tmp_path),
         "DIAGNOSIS_3_4 against a run of the seed over the notebook's steps: each machine's "
         "timeout in the state after the last micro-batch before Producer 1 came back (the state "
         "reader), the watermark the batch that read its return ran with (its progress report), "
         "and the batch in which Producer 2's timeout fired.",
         hint="Read seed.recentProgress batch by batch, and the state reader with a batchId, "
         "rather than reasoning from the code alone.",
+        check=__file__,
     )
 
 

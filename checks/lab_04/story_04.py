@@ -20,6 +20,7 @@ from streamlab.kit import (
     UNHEALTHY,
     CheckFailed,
     ProcessorStory,
+    exercise,
     expect_equal,
     is_not_done,
     query_cause,
@@ -53,7 +54,8 @@ ROWS = "Rows as (machine, status, previous_status, at ms)."
 # --- 4.2 and 4.3 · the same behaviour from both processors ------------------------------
 
 #: The checks 4.2 and 4.3 share, each called with the name of the processor under test.
-#: ``test_4_2.py`` and ``test_4_3.py`` run each of them, marked with their own exercise.
+#: ``test_4_2.py`` and ``test_4_3.py`` take them from :func:`shared_checks`, listed in
+#: :data:`SHARED` below.
 
 
 def first_heartbeat_is_initializing(nb, name):
@@ -206,13 +208,18 @@ def the_state_keeps_the_latest_heartbeat(nb, name):
     )
 
 
-def never_more_than_one_timer(nb, name):
-    story = Story(nb, name)
+def timers_after_each_heartbeat(story: Story, times) -> list[int]:
+    """How many timers m1 has pending after each of its heartbeats, one at each of ``times``."""
     counts = []
-    for t in range(1_000, 9_000, 1_000):
+    for t in times:
         story.at(t)
         story.beat("m1")
         counts.append(len(pending_timers(story.tester, "m1")))
+    return counts
+
+
+def never_more_than_one_timer(nb, name):
+    counts = timers_after_each_heartbeat(Story(nb, name), range(1_000, 9_000, 1_000))
     expect_equal(
         counts,
         [1] * len(counts),
@@ -230,6 +237,41 @@ def a_leftover_timer_emits_nothing(nb, name):
         f"after its state was removed). {ROWS}",
         hint="get() returns None for a machine without state: there is nothing to time out.",
     )
+
+
+#: The shared checks, in the order a grading runs them.
+SHARED = [
+    first_heartbeat_is_initializing,
+    heartbeats_in_one_batch_count_once,
+    second_heartbeat_is_healthy_then_nothing,
+    silence_turns_a_machine_unhealthy_once,
+    initializing_machine_can_time_out,
+    steady_heartbeats_never_time_out,
+    a_heartbeat_after_unhealthy_is_a_recovery,
+    timeout_comes_from_the_constructor,
+    machines_are_independent,
+    the_state_keeps_the_latest_heartbeat,
+    never_more_than_one_timer,
+    a_leftover_timer_emits_nothing,
+]
+
+
+def _shared_check(check, exercise_id: str, processor: str):
+    @exercise(exercise_id)
+    def test(nb):
+        check(nb, processor)
+
+    test.__name__ = test.__qualname__ = f"test_{check.__name__}"
+    return test
+
+
+def shared_checks(exercise_id: str, processor: str) -> dict:
+    """Each check of :data:`SHARED` as a check of ``exercise_id`` on the notebook's class
+    ``processor``, by its name ``test_<check>``: a check file's ``globals().update(...)``
+    puts them beside its own."""
+    return {
+        f"test_{check.__name__}": _shared_check(check, exercise_id, processor) for check in SHARED
+    }
 
 
 # --- Spark plumbing for 4.5 and 4.6 -----------------------------------------------------------

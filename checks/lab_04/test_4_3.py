@@ -7,22 +7,7 @@ and the cost of a heartbeat in state calls and timers.
 
 from __future__ import annotations
 
-from story_04 import (
-    ROWS,
-    Story,
-    a_heartbeat_after_unhealthy_is_a_recovery,
-    a_leftover_timer_emits_nothing,
-    first_heartbeat_is_initializing,
-    heartbeats_in_one_batch_count_once,
-    initializing_machine_can_time_out,
-    machines_are_independent,
-    never_more_than_one_timer,
-    second_heartbeat_is_healthy_then_nothing,
-    silence_turns_a_machine_unhealthy_once,
-    steady_heartbeats_never_time_out,
-    the_state_keeps_the_latest_heartbeat,
-    timeout_comes_from_the_constructor,
-)
+from story_04 import ROWS, Story, shared_checks, timers_after_each_heartbeat
 
 from streamlab.kit import (
     HEALTHY,
@@ -34,68 +19,8 @@ from streamlab.kit import (
 )
 from streamlab.tws_batches import pending_timers
 
-#: The processor under test: the checks shared with 4.2 (story_04.py) run on it.
-PROCESSOR = "LeanHeartbeatProcessor"
-
-
-@exercise("4.3")
-def test_first_heartbeat_is_initializing(nb):
-    first_heartbeat_is_initializing(nb, PROCESSOR)
-
-
-@exercise("4.3")
-def test_heartbeats_in_one_batch_count_once(nb):
-    heartbeats_in_one_batch_count_once(nb, PROCESSOR)
-
-
-@exercise("4.3")
-def test_second_heartbeat_is_healthy_then_nothing(nb):
-    second_heartbeat_is_healthy_then_nothing(nb, PROCESSOR)
-
-
-@exercise("4.3")
-def test_silence_turns_a_machine_unhealthy_once(nb):
-    silence_turns_a_machine_unhealthy_once(nb, PROCESSOR)
-
-
-@exercise("4.3")
-def test_initializing_machine_can_time_out(nb):
-    initializing_machine_can_time_out(nb, PROCESSOR)
-
-
-@exercise("4.3")
-def test_steady_heartbeats_never_time_out(nb):
-    steady_heartbeats_never_time_out(nb, PROCESSOR)
-
-
-@exercise("4.3")
-def test_a_heartbeat_after_unhealthy_is_a_recovery(nb):
-    a_heartbeat_after_unhealthy_is_a_recovery(nb, PROCESSOR)
-
-
-@exercise("4.3")
-def test_timeout_comes_from_the_constructor(nb):
-    timeout_comes_from_the_constructor(nb, PROCESSOR)
-
-
-@exercise("4.3")
-def test_machines_are_independent(nb):
-    machines_are_independent(nb, PROCESSOR)
-
-
-@exercise("4.3")
-def test_the_state_keeps_the_latest_heartbeat(nb):
-    the_state_keeps_the_latest_heartbeat(nb, PROCESSOR)
-
-
-@exercise("4.3")
-def test_never_more_than_one_timer(nb):
-    never_more_than_one_timer(nb, PROCESSOR)
-
-
-@exercise("4.3")
-def test_a_leftover_timer_emits_nothing(nb):
-    a_leftover_timer_emits_nothing(nb, PROCESSOR)
+# test_first_heartbeat_is_initializing, ...: one check of 4.3 a function of story_04.SHARED.
+globals().update(shared_checks("4.3", "LeanHeartbeatProcessor"))
 
 
 def _silent_machine(nb, retire_after_ms: int = 30_000) -> Story:
@@ -203,11 +128,7 @@ def test_at_most_two_state_calls_per_steady_heartbeat(nb):
 @exercise("4.3")
 def test_one_timer_per_machine(nb):
     story, _ = _steady_machine(nb)
-    counts = []
-    for t in range(3_000, 33_000, 1_000):
-        story.at(t)
-        story.beat("m1")
-        counts.append(len(pending_timers(story.tester, "m1")))
+    counts = timers_after_each_heartbeat(story, range(3_000, 33_000, 1_000))
     expect_equal(
         counts,
         [1] * len(counts),

@@ -27,10 +27,10 @@ from streamlab.kit import (
     exercise,
     expect_answer,
     expect_equal,
+    expect_spark_shows,
     is_int,
     is_str,
     list_of,
-    spark_facts,
 )
 
 MILESTONE_SCHEMA = "machine_name STRING, heartbeats LONG"
@@ -146,15 +146,10 @@ FIX_HINT_4_6 = (
 
 @exercise("4.6", timeout=240, part="diagnosis")
 def test_the_diagnosis_is_what_spark_shows_of_the_found_counter(nb, spark, tmp_path):
-    diagnosis = _diagnosis(nb.DIAGNOSIS_4_6)
-    spark_shows = spark_facts(
+    expect_spark_shows(
+        _diagnosis(nb.DIAGNOSIS_4_6),
         "4.6 the found counter",
         lambda: _found_counter_shows(spark, tmp_path / "found"),
-        check=__file__,
-    )
-    expect_equal(
-        diagnosis,
-        spark_shows,
         "DIAGNOSIS_4_6 against a run of MilestoneCounter on Spark over 3, 3 and 4 heartbeats of "
         "m1, one micro-batch each: the input rows and the rows in the operator's state store "
         "after each micro-batch (its progress reports), and the state variables that the "
@@ -162,6 +157,7 @@ def test_the_diagnosis_is_what_spark_shows_of_the_found_counter(nb, spark, tmp_p
         hint="Read found_query.recentProgress (numInputRows, stateOperators[0]['numRowsTotal']) "
         "and the stateVariables of the operatorProperties that state-metadata gives for the "
         "checkpoint, rather than reasoning from the code.",
+        check=__file__,
     )
 
 

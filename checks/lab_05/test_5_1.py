@@ -10,19 +10,18 @@ from pathlib import Path
 
 from streamlab.kit import (
     ROCKSDB_PROVIDER,
+    SHUFFLE_PARTITIONS,
     STATE_PROVIDER,
     CheckFailed,
     exercise,
     expect_equal,
 )
 
-PARTITIONS = "spark.sql.shuffle.partitions"
-
 
 def _conf(partitions: int = 2) -> dict:
     return {
         STATE_PROVIDER: ROCKSDB_PROVIDER,
-        PARTITIONS: str(partitions),
+        SHUFFLE_PARTITIONS: str(partitions),
         "spark.sql.streaming.stateStore.compression.codec": "lz4",
     }
 

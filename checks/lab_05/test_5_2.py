@@ -26,12 +26,13 @@ from streamlab.kit import (
     START,
     CheckFailed,
     Field,
+    crash_before_commit,
     exercise,
     expect_answer,
     expect_equal,
+    expect_spark_shows,
     is_int,
     list_of,
-    spark_facts,
 )
 
 
@@ -112,10 +113,7 @@ def _first_lives_show(spark, folder: Path) -> dict:
     life()
     _write(incoming, "b", _lab04_beats(["Producer 1", "Producer 2", "Producer 3"]))
     life()
-    commits = checkpoint / "commits"
-    newest = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-    (commits / str(newest)).unlink()
-    (commits / f".{newest}.crc").unlink(missing_ok=True)
+    crash_before_commit(checkpoint)
     third = life()
     counts = defaultdict(int)
     for row in spark.read.parquet(str(output)).collect():
@@ -136,18 +134,16 @@ FIX_HINT_5_2 = (
 
 @exercise("5.2", timeout=300, part="diagnosis")
 def test_the_diagnosis_is_what_spark_shows_of_the_found_sink(nb, spark, tmp_path):
-    diagnosis = _diagnosis_5_2(nb.DIAGNOSIS_5_2)
-    spark_shows = spark_facts(
-        "5.2 the found sink", lambda: _first_lives_show(spark, tmp_path), check=__file__
-    )
-    expect_equal(
-        diagnosis,
-        spark_shows,
+    expect_spark_shows(
+        _diagnosis_5_2(nb.DIAGNOSIS_5_2),
+        "5.2 the found sink",
+        lambda: _first_lives_show(spark, tmp_path),
         "DIAGNOSIS_5_2 against three lives of lab 04's query through first_writer, the "
         "newest commits/N deleted before life 3: the batch ids that life 3's progress reports "
         "name, and how many rows the output holds for batch 0, batch 1, ...",
         hint="Read first_lives[2].recentProgress for the batches life 3 ran, and count the "
         "output's rows per batch_id with spark.read.parquet, rather than reasoning from the code.",
+        check=__file__,
     )
 
 

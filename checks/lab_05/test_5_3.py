@@ -16,6 +16,7 @@ from story_05 import (
 
 from streamlab.kit import (
     CheckFailed,
+    crash_before_commit,
     exercise,
     expect_equal,
     spark_facts,
@@ -59,10 +60,7 @@ def test_three_lives_of_one_query(nb, spark, tmp_path, checkpoint_dir):
         lives[1] = life()
         _write(incoming, "b", _lab04_beats(["Producer 1", "Producer 2"]))
         lives[2] = life()
-        commits = checkpoint_dir / "commits"
-        newest = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-        (commits / str(newest)).unlink()
-        (commits / f".{newest}.crc").unlink(missing_ok=True)
+        crash_before_commit(checkpoint_dir)
         _write(incoming, "c", _lab04_beats(["Producer 3"]))  # arrives while the query is down
         lives[3] = life()
         return lives

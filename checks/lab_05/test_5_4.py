@@ -46,6 +46,17 @@ def _state_checkpoint(spark, tmp_path_factory) -> tuple[str, int, int]:
     return _STATE_CHECKPOINT["path"], *_STATE_CHECKPOINT["times"]
 
 
+#: The columns of each reader's DataFrame.
+MACHINE_STATES = ["machine_name", "status", "last_seen_ms"]
+MACHINE_TIMERS = ["machine_name", "expires_at_ms"]
+STATE_HISTORY = ["batch_id", "change_type", "machine_name", "status"]
+
+
+def _rows(result, name: str, columns: list[str]) -> list[tuple]:
+    """The rows of a reader's DataFrame, sorted, once it has the reader's columns."""
+    return sorted(tuple(r) for r in expect_dataframe(result, name, columns).collect())
+
+
 @exercise("5.4", timeout=300)
 def test_state_variables(nb, spark, tmp_path_factory):
     checkpoint, _, _ = _state_checkpoint(spark, tmp_path_factory)
@@ -65,13 +76,8 @@ def test_state_variables(nb, spark, tmp_path_factory):
 @exercise("5.4", timeout=300)
 def test_machine_states(nb, spark, tmp_path_factory):
     checkpoint, first, second = _state_checkpoint(spark, tmp_path_factory)
-    df = expect_dataframe(
-        nb.machine_states(spark, checkpoint),
-        "machine_states",
-        ["machine_name", "status", "last_seen_ms"],
-    )
     expect_equal(
-        sorted(tuple(r) for r in df.collect()),
+        _rows(nb.machine_states(spark, checkpoint), "machine_states", MACHINE_STATES),
         [("m1", HEALTHY, second), ("m2", UNHEALTHY, first), ("m3", INITIALIZING, second)],
         "machine_states() after two runs: m2 timed out; last_seen_ms is the processing time of "
         "the batch that last saw each machine.",
@@ -81,11 +87,8 @@ def test_machine_states(nb, spark, tmp_path_factory):
 @exercise("5.4", timeout=300)
 def test_machine_timers(nb, spark, tmp_path_factory):
     checkpoint, first, second = _state_checkpoint(spark, tmp_path_factory)
-    df = expect_dataframe(
-        nb.machine_timers(spark, checkpoint), "machine_timers", ["machine_name", "expires_at_ms"]
-    )
     expect_equal(
-        sorted(tuple(r) for r in df.collect()),
+        _rows(nb.machine_timers(spark, checkpoint), "machine_timers", MACHINE_TIMERS),
         [("m1", second + 1), ("m2", first + 3_600_000), ("m3", second + 1)],
         "machine_timers(): the pending timers (m2's is its retirement timer, an hour after it "
         "was last seen).",
@@ -95,11 +98,6 @@ def test_machine_timers(nb, spark, tmp_path_factory):
 @exercise("5.4", timeout=300)
 def test_state_history(nb, spark, tmp_path_factory):
     checkpoint, _, _ = _state_checkpoint(spark, tmp_path_factory)
-    df = expect_dataframe(
-        nb.state_history(spark, checkpoint),
-        "state_history",
-        ["batch_id", "change_type", "machine_name", "status"],
-    )
     expected = [
         (0, "update", "m1", INITIALIZING),
         (0, "update", "m2", INITIALIZING),
@@ -109,7 +107,7 @@ def test_state_history(nb, spark, tmp_path_factory):
     ]
     expect_equal(
         [
-            sorted(tuple(r) for r in df.collect()),
+            _rows(nb.state_history(spark, checkpoint), "state_history", STATE_HISTORY),
             sorted(tuple(r) for r in nb.state_history(spark, checkpoint, 1).collect()),
         ],
         [expected, expected[2:]],

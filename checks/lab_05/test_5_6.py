@@ -11,7 +11,7 @@ from story_05 import (
     PartitionLogs,
     _by_time,
     _fleet,
-    _reference,
+    _under_test,
 )
 
 from streamlab.kit import (
@@ -27,15 +27,7 @@ from streamlab.tws_batches import register_timer
 
 def _timers_under_test(nb):
     """5.6: the learner's handleExpiredTimer, the course's handleInputRows and read_until."""
-    ref = _reference()
-    return type(
-        "CatchUpTimersUnderTest",
-        (nb.CatchUpTimers,),
-        {
-            "handleInputRows": ref.CatchUpReader.handleInputRows,
-            "read_until": ref.CatchUpProcessor.read_until,
-        },
-    )
+    return _under_test(nb.CatchUpTimers, "handleInputRows", "read_until")
 
 
 @exercise("5.6")

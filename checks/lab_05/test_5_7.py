@@ -15,8 +15,8 @@ from story_05 import (
     _by_time,
     _facts,
     _fleet,
-    _reference,
     _story,
+    _under_test,
 )
 
 from streamlab.kit import (
@@ -30,12 +30,7 @@ from streamlab.kit import (
 
 def _reader_under_test(nb):
     """5.7: the learner's handleInputRows, the course's handleExpiredTimer."""
-    ref = _reference()
-    return type(
-        "CatchUpReaderUnderTest",
-        (nb.CatchUpReader,),
-        {"handleExpiredTimer": ref.CatchUpTimers.handleExpiredTimer},
-    )
+    return _under_test(nb.CatchUpReader, "handleExpiredTimer")
 
 
 def _reader_story(nb, down=None) -> list[tuple]:

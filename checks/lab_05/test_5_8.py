@@ -25,6 +25,7 @@ from story_05 import (
     _run_to_batches,
     _run_to_parquet,
     _story,
+    _under_test,
     _write,
 )
 
@@ -39,26 +40,18 @@ from streamlab.kit import (
     exercise,
     expect_answer,
     expect_equal,
+    expect_spark_shows,
     is_int,
     is_not_done,
     is_str,
     list_of,
     query_cause,
-    spark_facts,
 )
 
 
 def _read_until_under_test(nb):
     """5.8: the learner's read_until, the course's handlers."""
-    ref = _reference()
-    return type(
-        "CatchUpProcessorUnderTest",
-        (nb.CatchUpProcessor,),
-        {
-            "handleInputRows": ref.CatchUpReader.handleInputRows,
-            "handleExpiredTimer": ref.CatchUpTimers.handleExpiredTimer,
-        },
-    )
+    return _under_test(nb.CatchUpProcessor, "handleInputRows", "handleExpiredTimer")
 
 
 def _until(nb, rows: list, now_s: float) -> float:
@@ -234,13 +227,10 @@ def _found_reader_shows(spark, folder: Path) -> dict:
 
 @exercise("5.8", timeout=400, part="diagnosis")
 def test_the_diagnosis_is_what_spark_shows_of_the_found_reader(nb, spark, tmp_path):
-    diagnosis = _diagnosis_5_8(nb.DIAGNOSIS_5_8)
-    spark_shows = spark_facts(
-        "5.8 the found reader", lambda: _found_reader_shows(spark, tmp_path), check=__file__
-    )
-    expect_equal(
-        diagnosis,
-        spark_shows,
+    expect_spark_shows(
+        _diagnosis_5_8(nb.DIAGNOSIS_5_8),
+        "5.8 the found reader",
+        lambda: _found_reader_shows(spark, tmp_path),
         "DIAGNOSIS_5_8 against a run of 5.7's CatchUpReader on Spark over the notebook's backlog "
         "in three ranges: the machines with a false alarm (an Unhealthy row whose machine sent a "
         "heartbeat in the 5 s up to its last_status_change_time), the batches that wrote one, "
@@ -249,6 +239,7 @@ def test_the_diagnosis_is_what_spark_shows_of_the_found_reader(nb, spark, tmp_pa
         hint="Read the output with its batch_id, and the file each batch read "
         "(range-N.json for batch N) with its sequence numbers, rather than reasoning from the "
         "code.",
+        check=__file__,
     )
 
 

@@ -18,6 +18,8 @@ from story_05 import (
 )
 
 from streamlab.kit import (
+    SHUFFLE_PARTITIONS,
+    STATE_ENCODING,
     STATE_PROVIDER,
     CheckFailed,
     ReferenceHeartbeatProcessor,
@@ -27,9 +29,6 @@ from streamlab.kit import (
     spark_facts,
 )
 from streamlab.session import HDFS_PROVIDER
-
-PARTITIONS = "spark.sql.shuffle.partitions"
-ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 
 
 class _SiteField:
@@ -90,7 +89,7 @@ def _other_then_field(spark, tmp_path: Path) -> list:
     _write(incoming, "b", _lab04_beats(["m3"]))
     other = _life_with(
         spark,
-        {PARTITIONS: "4", STATE_PROVIDER: HDFS_PROVIDER},
+        {SHUFFLE_PARTITIONS: "4", STATE_PROVIDER: HDFS_PROVIDER},
         _reference_changes(spark, incoming, 60_000),
         checkpoint,
         output,
@@ -124,7 +123,7 @@ def _field_on_avro(spark, tmp_path: Path) -> dict:
     _write(avro_in, "a", _lab04_beats(["m1", "m2"]))
     _life_with(
         spark,
-        {ENCODING: "avro"},
+        {STATE_ENCODING: "avro"},
         _reference_changes(spark, avro_in, 60_000),
         avro / "checkpoint",
         avro / "out",

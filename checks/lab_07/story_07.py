@@ -1,7 +1,6 @@
 """What lab 07's checks share: readings as JSON lines the check writes, samples as the
 windows should hold them and the comparison that names what is wrong in a sample, the
-notebook's two runs counted here, the diagnosis keys' shape, and a driver killed between a
-batch's output and its commit.
+notebook's two runs counted here, and the diagnosis keys' shape.
 
 Times are compared as seconds after ``START`` computed by Spark, never as Python datetimes
 (which ``collect()`` turns into the machine's local time).
@@ -17,6 +16,7 @@ from streamlab.kit import (
     START,
     CheckFailed,
     Field,
+    window_bounds,
 )
 
 EPOCH = int(START.timestamp())
@@ -226,23 +226,10 @@ def counted_windows(spark, folder: Path):
         .withWatermark("event_time", "30 seconds")
         .groupBy(F.window("event_time", "60 seconds", "30 seconds"), "device_id")
         .agg(F.count("*").alias("events"))
-        .select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
-            "device_id",
-            "events",
-        )
+        .select(*window_bounds(), "device_id", "events")
     )
 
 
 def diagnosis_field(what: str, accepts) -> Field:
     """A key of a diagnosis: ``what`` it should be, shown as expected against the value."""
     return Field(accepts, f"{what}.", expected=what, actual=lambda value: value)
-
-
-def crash_before_commit(checkpoint) -> None:
-    """What a driver killed after a batch's output and before Spark recorded the batch leaves."""
-    commits = Path(checkpoint, "commits")
-    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-    for name in (str(last), f".{last}.crc"):
-        (commits / name).unlink(missing_ok=True)

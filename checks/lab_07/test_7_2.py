@@ -43,6 +43,11 @@ def picked(nb, spark, windows) -> list[tuple]:
     return sample_tuples(result)
 
 
+def picks_as_expected(nb, spark, windows, rule: str) -> None:
+    """pick_samples on ``windows`` against the samples each should give (``compare``)."""
+    compare(picked(nb, spark, windows), sorted(expected_sample(*w) for w in windows), rule)
+
+
 @exercise(
     "7.2",
     hint="Each of first, middle and last is one element of the readings array, kept as the "
@@ -82,9 +87,10 @@ def test_samples_are_readings_as_the_window_holds_them(nb, spark):
 )
 def test_one_reading_is_first_middle_and_last(nb, spark):
     windows = [("sensor-1", 0, [(20, 3, 50.1)]), ("sensor-2", 30, [(40, 7, -1.0)])]
-    compare(
-        picked(nb, spark, windows),
-        sorted(expected_sample(*w) for w in windows),
+    picks_as_expected(
+        nb,
+        spark,
+        windows,
         "A window with one reading has it as first, middle and last",
     )
 
@@ -105,9 +111,10 @@ def test_the_middle_is_the_lower_middle_position(nb, spark):
             [(50, 5, 50.5), (10, 1, 50.1), (40, 4, 50.4), (20, 2, 50.2), (30, 3, 50.3)],
         ),
     ]
-    compare(
-        picked(nb, spark, windows),
-        sorted(expected_sample(*w) for w in windows),
+    picks_as_expected(
+        nb,
+        spark,
+        windows,
         "With n readings the middle is at position (n - 1) // 2 (from 0): for 2 readings "
         "the first, for 3 and 4 the second, for 5 the third",
     )
@@ -131,9 +138,10 @@ def test_order_is_event_time_then_sequence_number(nb, spark):
         # Three readings at one second: only the sequence numbers order them.
         ("sensor-3", 0, [(5, 30, 1.0), (5, 10, 3.0), (5, 20, 2.0)]),
     ]
-    compare(
-        picked(nb, spark, windows),
-        sorted(expected_sample(*w) for w in windows),
+    picks_as_expected(
+        nb,
+        spark,
+        windows,
         "Readings are ordered by event_time, then by sequence_number (never by sensor_freq "
         "or by their place in the array)",
     )

@@ -29,9 +29,9 @@ from streamlab.kit import (
     expect_answer,
     expect_dataframe,
     expect_equal,
+    expect_spark_shows,
     expect_that,
     is_int,
-    spark_facts,
 )
 
 
@@ -179,20 +179,17 @@ def _what_the_found_alerts_do(spark, root: Path) -> dict:
 
 @exercise("7.5", timeout=180, part="diagnosis")
 def test_the_diagnosis_is_what_spark_shows_of_the_found_alerts(nb, spark, tmp_path):
-    diagnosis = expect_answer(
-        nb.DIAGNOSIS_7_5, "DIAGNOSIS_7_5", DIAGNOSIS_7_5_FIELDS, hint=ALERTS_DIAGNOSIS_HINT
-    )
-    expect_equal(
-        diagnosis,
-        spark_facts(
-            "7.5 the found alerts",
-            lambda: _what_the_found_alerts_do(spark, tmp_path / "found"),
-            check=__file__,
+    expect_spark_shows(
+        expect_answer(
+            nb.DIAGNOSIS_7_5, "DIAGNOSIS_7_5", DIAGNOSIS_7_5_FIELDS, hint=ALERTS_DIAGNOSIS_HINT
         ),
+        "7.5 the found alerts",
+        lambda: _what_the_found_alerts_do(spark, tmp_path / "found"),
         "DIAGNOSIS_7_5 against the found alerts run on the notebook's two files, one run each: "
         "the alerts in its sink, and the one micro-batch whose state operator dropped rows as "
         "too late, with the watermark it ran with and numRowsDroppedByWatermark.",
         hint=ALERTS_DIAGNOSIS_HINT,
+        check=__file__,
     )
 
 

@@ -10,13 +10,13 @@ from pyspark.sql import DataFrame
 from story_07 import (
     READING_DDL,
     at,
-    crash_before_commit,
     reading_line,
 )
 
 from streamlab.deadlines import finish
 from streamlab.kit import (
     CheckFailed,
+    crash_before_commit,
     deliver_file,
     exercise,
     expect_equal,

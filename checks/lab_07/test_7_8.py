@@ -12,7 +12,6 @@ from story_07 import (
     EPOCH,
     at,
     counted_windows,
-    crash_before_commit,
     diagnosis_field,
     reading_line,
 )
@@ -20,12 +19,13 @@ from story_07 import (
 from streamlab.deadlines import finish
 from streamlab.kit import (
     CheckFailed,
+    crash_before_commit,
     deliver_file,
     exercise,
     expect_answer,
     expect_equal,
+    expect_spark_shows,
     is_int,
-    spark_facts,
 )
 
 
@@ -143,18 +143,16 @@ def test_the_diagnosis_is_what_spark_shows_of_the_found_writer(nb, spark, tmp_pa
     diagnosis = expect_answer(
         nb.DIAGNOSIS_7_8, "DIAGNOSIS_7_8", DIAGNOSIS_7_8_FIELDS, hint=SAMPLES_DIAGNOSIS_HINT
     )
-    expect_equal(
+    expect_spark_shows(
         {**diagnosis, "replayed": sorted(diagnosis["replayed"])},
-        spark_facts(
-            "7.8 the found writer",
-            lambda: _what_the_found_writer_does(spark, tmp_path / "found"),
-            check=__file__,
-        ),
+        "7.8 the found writer",
+        lambda: _what_the_found_writer_does(spark, tmp_path / "found"),
         "DIAGNOSIS_7_8 against the found writer played on the notebook's story (three files, a "
         "crash and a restart after the second and after the third): the rows each batch added "
         "to the table, all its runs together; the batches Spark ran more than once; and the "
         "first batch that ran with a watermark at or past 10:01:00.",
         hint=SAMPLES_DIAGNOSIS_HINT,
+        check=__file__,
     )
 
 

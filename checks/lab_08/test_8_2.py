@@ -22,9 +22,9 @@ from streamlab.kit import (
     START,
     TRANSITION_FIELDS,
     CheckFailed,
+    crash_before_commit,
     exercise,
-    expect_equal,
-    spark_facts,
+    expect_spark_shows,
 )
 
 
@@ -104,10 +104,7 @@ def _status_hub_after_a_replay(spark, tmp_path: Path) -> list[tuple]:
             )
 
         run()
-        commits = checkpoint / "commits"
-        last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-        for name in (str(last), f".{last}.crc"):
-            (commits / name).unlink(missing_ok=True)
+        crash_before_commit(checkpoint)
         run()
         events = _status_events(hub.connection_string)
     return sorted(
@@ -127,16 +124,14 @@ def test_the_status_hub_after_a_replay_is_as_predicted(nb, spark, tmp_path):
             expected="a list of pairs",
             actual=predicted,
         )
-    predicted = [tuple(e) for e in predicted]
-    actual = spark_facts(
-        "8.2 the replay", lambda: _status_hub_after_a_replay(spark, tmp_path), check=__file__
-    )
-    expect_equal(
-        predicted,
-        actual,
+    expect_spark_shows(
+        [tuple(e) for e in predicted],
+        "8.2 the replay",
+        lambda: _status_hub_after_a_replay(spark, tmp_path),
         "PREDICTED_STATUS_EVENTS should be every event the status hub holds after the crash and "
         "the restart, as sorted (machine_name, status) pairs, repeats included (expected: what "
         "the hub held on the same input).",
         hint="A restarted query runs its last unrecorded batch again from the state of the batch "
         "before it: it computes the same changes and sends them again.",
+        check=__file__,
     )

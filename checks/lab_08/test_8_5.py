@@ -21,8 +21,8 @@ from streamlab.kit import (
     exercise,
     expect_equal,
     expect_keys,
+    expect_spark_shows,
     expect_that,
-    spark_facts,
 )
 
 CS = "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=monitor;SharedAccessKey=c2VjcmV0"
@@ -143,21 +143,18 @@ FIX_HINT_8_5 = (
 
 @exercise("8.5", timeout=360, part="diagnosis")
 def test_the_diagnosis_is_what_the_runbook_trial_shows(nb, spark, tmp_path):
-    diagnosis = _runbook_diagnosis(nb.DIAGNOSIS_8_5)
-    expect_equal(
-        diagnosis,
-        spark_facts(
-            "8.5 the runbook as found",
-            lambda: _runbook_trial(spark, tmp_path / "trial"),
-            check=__file__,
-            inputs=TRIAL_NOTEBOOKS,
-        ),
+    expect_spark_shows(
+        _runbook_diagnosis(nb.DIAGNOSIS_8_5),
+        "8.5 the runbook as found",
+        lambda: _runbook_trial(spark, tmp_path / "trial"),
         "DIAGNOSIS_8_5 against the trial run here: the runbook as found, for three machines at a "
         "2 s trigger, on a hub that held four seconds of their heartbeats before the start; "
         "from its progress reports, the events read in all and the events each micro-batch "
         "read, in batch order.",
         hint="Take numInputRows from each report of trial.recentProgress, in batchId order, "
         "and add them up.",
+        check=__file__,
+        inputs=TRIAL_NOTEBOOKS,
     )
 
 

@@ -31,11 +31,11 @@ from streamlab.kit import (
     exercise,
     expect_equal,
     expect_keys,
+    expect_spark_shows,
     expect_that,
     is_not_done,
     query_cause,
     session_conf,
-    spark_facts,
     writer_setting,
 )
 from streamlab.solutions import load_solution
@@ -164,21 +164,18 @@ FIX_HINT_8_6 = (
 
 @exercise("8.6", timeout=360, part="diagnosis")
 def test_the_diagnosis_is_what_the_wiring_trial_shows(nb, spark, tmp_path):
-    diagnosis = _wiring_diagnosis(nb.DIAGNOSIS_8_6)
-    expect_equal(
-        diagnosis,
-        spark_facts(
-            "8.6 the wiring as found",
-            lambda: _wiring_trial(spark, tmp_path / "trial"),
-            check=__file__,
-            inputs=TRIAL_NOTEBOOKS,
-        ),
+    expect_spark_shows(
+        _wiring_diagnosis(nb.DIAGNOSIS_8_6),
+        "8.6 the wiring as found",
+        lambda: _wiring_trial(spark, tmp_path / "trial"),
         "DIAGNOSIS_8_6 against the trial run here: the wiring as found, with a 1 ms timeout, on "
         "a hub holding a broken event and a heartbeat of Producer 1 and of Producer 2: every "
         "event of the status hub as (partition key, machine_name, status), sorted, and whether "
         "the last batch's progress report has each partition's endOffset at its latestOffset.",
         hint="Read wiring_received (each event's partition_key and body) and "
         "wiring_trial.lastProgress['sources'][0].",
+        check=__file__,
+        inputs=TRIAL_NOTEBOOKS,
     )
 
 

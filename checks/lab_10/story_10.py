@@ -22,15 +22,13 @@ from streamlab.kit import (
     expect_equal,
     handler_must_yield,
     registry,
+    spark_facts,
 )
 from streamlab.solutions import load_solution
 from streamlab.tws_batches import spark_batch
 
 #: Lab 05's default retire_after_ms: an Unhealthy machine silent that long leaves the state.
 DAY_MS = 24 * 3_600_000
-
-
-ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 
 
 LAB05 = load_solution("05")
@@ -187,6 +185,19 @@ def _monitor(heartbeats, processor=None):
     return LAB05.catch_up_changes(heartbeats, processor or LAB05.CatchUpProcessor(60_000))
 
 
+def _emitted(row, processor: str, schema: str, fields: list[str], hint: str = "") -> Row:
+    """``row``, once it is a Row with ``fields`` in order (those of the notebook's ``schema``)."""
+    if not isinstance(row, Row):
+        raise CheckFailed(f"{processor} should yield Row objects; it yielded {row!r}.")
+    expect_equal(
+        list(row.asDict()),
+        fields,
+        f"{processor}'s rows should have the fields of {schema}, in order.",
+        hint=hint,
+    )
+    return row
+
+
 def _predictions(nb, name: str, keys) -> dict:
     predicted = getattr(nb, name, None)
     if not isinstance(predicted, dict):
@@ -197,3 +208,12 @@ def _predictions(nb, name: str, keys) -> dict:
         f"{name} should have exactly these keys.",
     )
     return predicted
+
+
+def _wrong_predictions(nb, name: str, keys, facts: str, measure, check: str) -> tuple[dict, dict]:
+    """The predictions of ``nb.<name>`` that differ from what Spark did (``measure()``, kept as
+    ``facts`` for the check file ``check``), and what Spark did at those keys."""
+    predicted = _predictions(nb, name, keys)
+    measured = spark_facts(facts, measure, check=check, inputs=[LAB05_NOTEBOOK])
+    wrong = [key for key in keys if predicted[key] != measured[key]]
+    return {key: predicted[key] for key in wrong}, {key: measured[key] for key in wrong}

@@ -10,23 +10,23 @@ from pathlib import Path
 
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 from story_10 import (
-    ENCODING,
     LAB05,
-    LAB05_NOTEBOOK,
     _monitor,
     _predictions,
     _source,
     _write,
+    _wrong_predictions,
 )
 
 from streamlab.kit import (
     IGNORED,
     REFUSED,
     RUNS,
+    SHUFFLE_PARTITIONS,
+    STATE_ENCODING,
     exercise,
     expect_equal,
     pinned_settings,
-    spark_facts,
 )
 from streamlab.restart_trials import (
     run_available_now,
@@ -88,7 +88,7 @@ def _restarts(spark, root: Path) -> dict:
     incoming, other = root / "incoming", root / "other"
     _write(incoming, [0, 1], FLEET)
     run_available_now(_monitor(_source(spark, incoming)), root / "checkpoint", root / "output")
-    more = str(2 * int(pinned_settings(root / "checkpoint")["spark.sql.shuffle.partitions"]))
+    more = str(2 * int(pinned_settings(root / "checkpoint")[SHUFFLE_PARTITIONS]))
     _write(incoming, [2], FLEET)
     _write(other, [2], {"m7": "1"})
 
@@ -99,10 +99,13 @@ def _restarts(spark, root: Path) -> dict:
         "filter": (lambda: _monitor(source().where(F.col("machine_name") != "test")), {}),
         "dedup": (lambda: _monitor(source().dropDuplicates(["machine_name", "event_time"])), {}),
         "second_source": (lambda: _monitor(source().unionByName(_source(spark, other))), {}),
-        "partitions": (lambda: _monitor(source()), {"spark.sql.shuffle.partitions": more}),
+        "partitions": (lambda: _monitor(source()), {SHUFFLE_PARTITIONS: more}),
         "new_variable": (lambda: _monitor(source(), _ExtraVariable(60_000)), {}),
         "new_field": (lambda: _monitor(source(), _ExtraField(60_000)), {}),
-        "avro_new_field": (lambda: _monitor(source(), _ExtraField(60_000)), {ENCODING: "avro"}),
+        "avro_new_field": (
+            lambda: _monitor(source(), _ExtraField(60_000)),
+            {STATE_ENCODING: "avro"},
+        ),
     }
     for change, (build, conf) in builds.items():
         trial = try_restart(
@@ -135,17 +138,17 @@ _HINTS_10_1 = {
 
 @exercise("10.1", timeout=420)
 def test_predictions_match_what_spark_does(nb, spark, tmp_path_factory):
-    predicted = _predictions(nb, "PREDICTED", CHANGES)
-    measured = spark_facts(
+    wrong, spark_did = _wrong_predictions(
+        nb,
+        "PREDICTED",
+        CHANGES,
         "10.1 restarts",
         lambda: _restarts(spark, tmp_path_factory.mktemp("lab10-restarts")),
-        check=__file__,
-        inputs=[LAB05_NOTEBOOK],
+        __file__,
     )
-    wrong = [change for change in CHANGES if predicted[change] != measured[change]]
     expect_equal(
-        {change: predicted[change] for change in wrong},
-        {change: measured[change] for change in wrong},
+        wrong,
+        spark_did,
         f"Spark restarted the query with each change; {len(wrong)} of your {len(CHANGES)} "
         f"predictions differ from what it did. Shown: the changes you got wrong.",
         hint=" ".join(_HINTS_10_1[c] for c in wrong if c in _HINTS_10_1),

@@ -5,10 +5,10 @@ The gaps processor on ``TwsTester``; no Spark.
 
 from __future__ import annotations
 
-from pyspark.sql import Row
 from pyspark.sql.streaming.tws_tester import TwsTester
 from story_10 import (
     _declared,
+    _emitted,
     _no_empty_lists,
     _row,
     _Writes,
@@ -16,7 +16,6 @@ from story_10 import (
 
 from streamlab.kit import (
     START_MS,
-    CheckFailed,
     exercise,
     expect_equal,
 )
@@ -24,13 +23,11 @@ from streamlab.kit import (
 
 def _gaps(row) -> tuple:
     """(machine, heartbeats, gaps) of an emitted row, checked on the way."""
-    if not isinstance(row, Row):
-        raise CheckFailed(f"GapsProcessor should yield Row objects; it yielded {row!r}.")
-    fields = list(row.asDict())
-    expect_equal(
-        fields,
+    row = _emitted(
+        row,
+        "GapsProcessor",
+        "GAPS_V1",
         ["machine_name", "heartbeats", "gaps"],
-        "GapsProcessor's rows should have the fields of GAPS_V1, in order.",
         hint="Row(machine_name=..., heartbeats=..., gaps=...) keeps the order you give.",
     )
     return row.machine_name, row.heartbeats, list(row.gaps)

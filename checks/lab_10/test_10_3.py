@@ -13,8 +13,8 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.streaming.tws_tester import TwsTester
 from story_10 import (
-    ENCODING,
     _declared,
+    _emitted,
     _no_empty_lists,
     _row,
     _source,
@@ -24,6 +24,7 @@ from story_10 import (
 
 from streamlab.kit import (
     START_MS,
+    STATE_ENCODING,
     CheckFailed,
     exercise,
     expect_equal,
@@ -36,13 +37,8 @@ from streamlab.restart_trials import (
 
 
 def _gaps_v2(row) -> tuple:
-    if not isinstance(row, Row):
-        raise CheckFailed(f"GapsProcessorV2 should yield Row objects; it yielded {row!r}.")
-    expect_equal(
-        list(row.asDict()),
-        ["machine_name", "heartbeats", "gaps", "longest"],
-        "GapsProcessorV2's rows should have the fields of GAPS_V2, in order.",
-    )
+    fields = ["machine_name", "heartbeats", "gaps", "longest"]
+    row = _emitted(row, "GapsProcessorV2", "GAPS_V2", fields)
     return row.machine_name, row.heartbeats, list(row.gaps), row.longest
 
 
@@ -201,7 +197,7 @@ def test_v2_upgrades_a_checkpoint_on_spark(nb, spark, tmp_path):
         )
 
     _write(incoming, [0, 1, 2.5], {"m1": "0", "m2": "0"})
-    with session_conf(spark, {ENCODING: "avro"}):
+    with session_conf(spark, {STATE_ENCODING: "avro"}):
         run_available_now(gaps(_GapsV1(), nb.GAPS_V1), checkpoint, output)
     _write(incoming, [3, 5], {"m1": "0"})
     try:

@@ -36,6 +36,14 @@ def _story(processor, batches_: list[tuple[int, dict]]) -> tuple[TwsTester, Mete
     return tester, meter, out
 
 
+def _beside_lab05(nb, batches_: list[tuple[int, dict]]) -> tuple[TwsTester, list, list]:
+    """The learner's MapCatchUpProcessor's tester, then each batch's transitions (``_facts``)
+    from it and from lab 05's processor, on the same batches."""
+    _, _, expected = _story(LAB05.CatchUpProcessor(timeout_ms=5_000), batches_)
+    tester, _, got = _story(_map_processor(nb), batches_)
+    return tester, [_facts(b) for b in got], [_facts(b) for b in expected]
+
+
 def _silence_story():
     """Partition 0: m1 sends every second, m2 stops after 3 s; partition 1: m3 and m4 stop after
     4 s and nothing arrives there any more. A batch every second at +0.5 s, up to 15 s."""
@@ -60,11 +68,10 @@ def _map_processor(nb):
 
 @exercise("10.4", hint="The handlers are lab 05's: only init, load and save change.")
 def test_map_table_emits_what_lab_05_emits(nb):
-    _, _, expected = _story(LAB05.CatchUpProcessor(timeout_ms=5_000), _silence_story())
-    tester, _, got = _story(_map_processor(nb), _silence_story())
+    tester, got, expected = _beside_lab05(nb, _silence_story())
     expect_equal(
-        [_facts(batch) for batch in got],
-        [_facts(batch) for batch in expected],
+        got,
+        expected,
         "Partition 0: m1 sends every second, m2 stops after 3 s; partition 1: m3 and m4 stop "
         "after 4 s and nothing more arrives there. Each batch's transitions as (machine, "
         "previous, status, changed at ms, noticed at ms), as lab 05's processor emits them:",
@@ -128,11 +135,10 @@ def test_map_table_after_a_downtime(nb):
     names = ["m1", "m2", "m3"]
     story = [(START_MS + s * 1000, {"0": _fleet(names, s)}) for s in range(1, 5)]
     story += [(START_MS + 60_000, {"0": _fleet(names[:2], 30)})]
-    _, _, expected = _story(LAB05.CatchUpProcessor(timeout_ms=5_000), story)
-    _, _, got = _story(_map_processor(nb), story)
+    _, got, expected = _beside_lab05(nb, story)
     expect_equal(
-        [_facts(b) for b in got],
-        [_facts(b) for b in expected],
+        got,
+        expected,
         "Three machines send from 1 s to 4 s; after a downtime, the batch at 60 s holds "
         "heartbeats of m1 and m2 at 30 s. Each batch's transitions, as lab 05's processor emits "
         "them:",

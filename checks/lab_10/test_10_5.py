@@ -8,11 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from story_10 import (
-    LAB05_NOTEBOOK,
     _monitor,
-    _predictions,
     _source,
     _write,
+    _wrong_predictions,
 )
 
 from streamlab.deadlines import finish
@@ -22,7 +21,6 @@ from streamlab.kit import (
     exercise,
     expect_equal,
     session_conf,
-    spark_facts,
 )
 from streamlab.restart_trials import (
     batches,
@@ -96,17 +94,17 @@ REPARTITION_KEYS = (
 
 @exercise("10.5", timeout=420)
 def test_repartition_predictions_match_what_spark_does(nb, spark, tmp_path_factory):
-    predicted = _predictions(nb, "PREDICTED_REPARTITION", REPARTITION_KEYS)
-    facts = spark_facts(
+    wrong, spark_did = _wrong_predictions(
+        nb,
+        "PREDICTED_REPARTITION",
+        REPARTITION_KEYS,
         "10.5 repartition",
         lambda: _repartition_facts(spark, tmp_path_factory.mktemp("lab10-repartition")),
-        check=__file__,
-        inputs=[LAB05_NOTEBOOK],
+        __file__,
     )
-    wrong = [k for k in REPARTITION_KEYS if predicted[k] != facts[k]]
     expect_equal(
-        {k: predicted[k] for k in wrong},
-        {k: facts[k] for k in wrong},
+        wrong,
+        spark_did,
         f"Spark ran two batches (0 and 1), repartitioned to 4 and restarted; {len(wrong)} of "
         f"your {len(REPARTITION_KEYS)} predictions differ from what it did. Shown: those.",
         hint="A repartition is a batch of its own, after the newest committed one; the file "

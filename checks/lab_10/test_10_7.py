@@ -31,7 +31,7 @@ from streamlab.kit import (
     exercise,
     expect_equal,
     expect_keys,
-    spark_facts,
+    expect_spark_shows,
 )
 from streamlab.restart_trials import (
     run_available_now,
@@ -182,15 +182,10 @@ FIX_HINT_10_7 = (
 
 @exercise("10.7", timeout=360, part="diagnosis")
 def test_the_diagnosis_is_what_spark_shows_of_the_first_migration(nb, spark, tmp_path):
-    diagnosis = _diagnosis(nb.DIAGNOSIS_10_7)
-    expect_equal(
-        diagnosis,
-        spark_facts(
-            "10.7 the first migration",
-            lambda: _hasty_migration_on_spark(spark, tmp_path / "hasty"),
-            check=__file__,
-            inputs=[LAB05_NOTEBOOK],
-        ),
+    expect_spark_shows(
+        _diagnosis(nb.DIAGNOSIS_10_7),
+        "10.7 the first migration",
+        lambda: _hasty_migration_on_spark(spark, tmp_path / "hasty"),
         "DIAGNOSIS_10_7 against the first migration run on Spark here (Producers 1 and 2 handed "
         "over in hub partition '0', Producer 3 in '1'; the migration's batch holds Producer 1's "
         "heartbeat at 100 s): per hub partition, the machines its value state 'partition' holds "
@@ -198,6 +193,8 @@ def test_the_diagnosis_is_what_spark_shows_of_the_first_migration(nb, spark, tmp
         hint="Read hasty_checkpoint with spark.read.format('statestore'): stateVarName "
         "'partition' for the machines, readRegisteredTimers 'true' for the timers; key.partition "
         "is the hub partition.",
+        check=__file__,
+        inputs=[LAB05_NOTEBOOK],
     )
 
 

@@ -27,7 +27,14 @@ from streamlab.grading.expect import (
 from streamlab.grading.facts import spark_facts
 from streamlab.grading.plugin import exercise
 from streamlab.grading.verdict import query_cause
-from streamlab.kit.answers import Field, expect_answer, is_int, is_str, list_of
+from streamlab.kit.answers import (
+    Field,
+    expect_answer,
+    expect_spark_shows,
+    is_int,
+    is_str,
+    list_of,
+)
 from streamlab.kit.heartbeat import Meter, ProcessorStory, handler_must_yield, status_tuples
 from streamlab.kit.queries import start_available
 from streamlab.kit.stories import (
@@ -41,9 +48,11 @@ from streamlab.kit.stories import (
     TRANSITION_DDL,
     TRANSITION_FIELDS,
     UNHEALTHY,
+    crash_before_commit,
     deliver_file,
     heartbeat_line,
     is_not_done,
+    window_bounds,
     write_heartbeats,
 )
 from streamlab.paths import REPO_ROOT
@@ -54,6 +63,10 @@ from streamlab.spark_private import SparkChanged, writer_setting
 
 #: The setting that names a session's state store provider.
 STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+#: The settings of a stateful query's shuffle partitions and of its state's encoding, which a
+#: checkpoint pins.
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+STATE_ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 
 __all__ = [
     "HEALTHY",
@@ -67,8 +80,10 @@ __all__ = [
     "REPO_ROOT",
     "ROCKSDB_PROVIDER",
     "RUNS",
+    "SHUFFLE_PARTITIONS",
     "START",
     "START_MS",
+    "STATE_ENCODING",
     "STATE_PROVIDER",
     "SYSTEM_SCHEMA",
     "TRANSITION_DDL",
@@ -81,12 +96,14 @@ __all__ = [
     "ProcessorStory",
     "ReferenceHeartbeatProcessor",
     "SparkChanged",
+    "crash_before_commit",
     "deliver_file",
     "exercise",
     "expect_answer",
     "expect_dataframe",
     "expect_equal",
     "expect_keys",
+    "expect_spark_shows",
     "expect_that",
     "handler_must_yield",
     "heartbeat_line",
@@ -103,6 +120,7 @@ __all__ = [
     "start_available",
     "state_growing",
     "status_tuples",
+    "window_bounds",
     "write_heartbeats",
     "writer_setting",
 ]

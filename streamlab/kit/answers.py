@@ -12,17 +12,20 @@ shape once and compares the answer's values with Spark only after it holds:
 
 A wrong key set fails as :func:`~streamlab.grading.expect_keys` does (the answer's shape); a
 wrong value fails with ``NAME['key'] should be <should>``, expected against the value.
+:func:`expect_spark_shows` then holds the answer against what Spark showed of a run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from streamlab.grading.expect import CheckFailed, expect_keys
+from streamlab.grading.expect import CheckFailed, expect_equal, expect_keys
+from streamlab.grading.facts import spark_facts
 
-__all__ = ["Field", "expect_answer", "is_int", "is_str", "list_of"]
+__all__ = ["Field", "expect_answer", "expect_spark_shows", "is_int", "is_str", "list_of"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +74,23 @@ def expect_answer(answer: Any, name: str, fields: Mapping[str, Field], *, hint: 
             hint=hint,
         )
     return dict(answer)
+
+
+def expect_spark_shows(
+    answer: Any,
+    name: str,
+    measure: Callable[[], Any],
+    sentence: str,
+    *,
+    check: str,
+    hint: str = "",
+    inputs: Sequence[Path] = (),
+) -> None:
+    """Fail with ``sentence`` unless ``answer`` is what ``measure()`` shows of a run on Spark.
+
+    The run is a fact of the course's own code, kept per machine by
+    :func:`~streamlab.grading.facts.spark_facts` under ``name``, ``check`` (the check file's
+    ``__file__``) and ``inputs``; ``hint`` is shown when the answer differs.
+    """
+    shown = spark_facts(name, measure, check=check, inputs=inputs)
+    expect_equal(answer, shown, sentence, hint=hint)

@@ -12,6 +12,9 @@
 - :data:`HUB_ARROW_SCHEMA`, :data:`HUB_SYSTEM_ARROW_SCHEMA`: the ``eventhubs`` source's row
   schema (:data:`streamlab.eventhubs.SCHEMA`) as Arrow, for parquet files that stand in for an
   event hub, without and with ``systemProperties``.
+- :func:`crash_before_commit`: what a driver killed between a batch's output and its commit
+  leaves in a checkpoint.
+- :func:`window_bounds`: a window's bounds as the columns ``window_start`` and ``window_end``.
 - :func:`is_not_done`: an error that is an earlier exercise's stub ("exercise 4.2 is not done
   yet"), possibly wrapped by Spark, which a check lets through instead of blaming the cell.
 """
@@ -24,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
+from pyspark.sql import functions as F
 
 from streamlab.course.notebooks import NOT_DONE
 from streamlab.deliveries import deliver_file
@@ -39,9 +43,11 @@ __all__ = [
     "TRANSITION_DDL",
     "TRANSITION_FIELDS",
     "UNHEALTHY",
+    "crash_before_commit",
     "deliver_file",
     "heartbeat_line",
     "is_not_done",
+    "window_bounds",
     "write_heartbeats",
 ]
 
@@ -65,6 +71,24 @@ HEARTBEAT_DDL = "machine_name STRING, machine_time TIMESTAMP"
 def heartbeat_line(machine: str, machine_time: str) -> str:
     """One heartbeat as a producer's JSON: ``{"machine_name": ..., "machine_time": ...}``."""
     return json.dumps({"machine_name": machine, "machine_time": machine_time})
+
+
+def crash_before_commit(checkpoint: str | Path) -> None:
+    """What a driver killed after a batch's output and before Spark recorded the batch leaves:
+    the checkpoint without its newest ``commits/N`` (and that file's checksum)."""
+    commits = Path(checkpoint, "commits")
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    for name in (str(last), f".{last}.crc"):
+        (commits / name).unlink(missing_ok=True)
+
+
+def window_bounds() -> list:
+    """The ``window`` column of a windowed aggregation as ``window_start`` and ``window_end``,
+    for a ``select`` to put before its key and counts."""
+    return [
+        F.col("window.start").alias("window_start"),
+        F.col("window.end").alias("window_end"),
+    ]
 
 
 def write_heartbeats(
