@@ -16,7 +16,6 @@ from streamlab.deadlines import finish
 from streamlab.kit import (
     HEALTHY,
     INITIALIZING,
-    NO_DATA_BATCHES,
     UNHEALTHY,
     CheckFailed,
     ProcessorStory,
@@ -24,7 +23,7 @@ from streamlab.kit import (
     expect_equal,
     is_not_done,
     query_cause,
-    session_conf,
+    start_available,
     write_heartbeats,
 )
 from streamlab.tws_batches import pending_timers, register_timer
@@ -287,12 +286,8 @@ def _run(spark, frame, output: Path, checkpoint: Path, what: str) -> list[Row]:
         frame.writeStream.format("parquet")
         .option("path", str(output))
         .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
     )
-    # Processing-time timers make Spark run a batch every trigger even without data, so an
-    # availableNow query would never end; without no-data batches it ends once input is done.
-    with session_conf(spark, {NO_DATA_BATCHES: "false"}):
-        query = writer.start()
+    query = start_available(spark, writer)
     try:
         finish(
             query, within=240, what="the check's query over your processor to read its heartbeats"

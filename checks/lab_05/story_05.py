@@ -22,7 +22,6 @@ from streamlab.deadlines import finish
 from streamlab.kit import (
     HEALTHY,
     INITIALIZING,
-    NO_DATA_BATCHES,
     START,
     START_MS,
     UNHEALTHY,
@@ -31,7 +30,7 @@ from streamlab.kit import (
     expect_that,
     handler_must_yield,
     load_solution,
-    session_conf,
+    start_available,
 )
 from streamlab.monitor import batch_writer
 from streamlab.tws_batches import pending_timers, register_timer, spark_batch
@@ -293,13 +292,6 @@ def _reference_changes(spark, folder: Path, timeout_ms: int, processor=None):
     )
 
 
-def _start(spark, writer):
-    # Processing-time timers make Spark run a batch every trigger even without data, so an
-    # availableNow query would never end; without no-data batches it ends once input is done.
-    with session_conf(spark, {NO_DATA_BATCHES: "false"}):
-        return writer.start()
-
-
 def _run_to_parquet(spark, changes, checkpoint: Path, output: Path) -> None:
     writer = (
         changes.writeStream.format("parquet")
@@ -307,7 +299,9 @@ def _run_to_parquet(spark, changes, checkpoint: Path, output: Path) -> None:
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
     )
-    finish(_start(spark, writer), within=240, what="the check's query to read its heartbeats")
+    finish(
+        start_available(spark, writer), within=240, what="the check's query to read its heartbeats"
+    )
 
 
 def _run_to_batches(spark, changes, checkpoint: Path, output: Path) -> None:
@@ -318,7 +312,7 @@ def _run_to_batches(spark, changes, checkpoint: Path, output: Path) -> None:
         .trigger(availableNow=True)
     )
     finish(
-        _start(spark, writer),
+        start_available(spark, writer),
         within=240,
         what="the check's query over your processor to read its heartbeats",
     )

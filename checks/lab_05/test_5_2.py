@@ -15,7 +15,6 @@ from story_05 import (
     STATUS_SCHEMA,
     _lab04_beats,
     _reference_changes,
-    _start,
     _write,
 )
 
@@ -33,6 +32,7 @@ from streamlab.kit import (
     expect_spark_shows,
     is_int,
     list_of,
+    start_available,
 )
 
 
@@ -105,7 +105,7 @@ def _first_lives_show(spark, folder: Path) -> dict:
             .option("checkpointLocation", str(checkpoint))
             .trigger(availableNow=True)
         )
-        query = _start(spark, writer)
+        query = start_available(spark, writer)
         finish(query, within=240, what="the check's run of the found sink")
         return query
 

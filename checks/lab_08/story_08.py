@@ -12,13 +12,12 @@ import threading
 from azure.eventhub import EventData, EventHubConsumerClient, EventHubProducerClient
 
 from streamlab.kit import (
-    NO_DATA_BATCHES,
     REPO_ROOT,
     CheckFailed,
     expect_that,
     heartbeat_line,
     registry,
-    session_conf,
+    start_available,
 )
 
 HOUR_MS = 3_600_000
@@ -46,8 +45,7 @@ def _heartbeat(machine: str, machine_time: str = "2026-11-22T10:00:00Z") -> tupl
 
 
 def _run_available(spark, writer) -> None:
-    with session_conf(spark, {NO_DATA_BATCHES: "false"}):
-        query = writer.trigger(availableNow=True).start()
+    query = start_available(spark, writer)
     if not query.awaitTermination(300):
         query.stop()
         raise CheckFailed(

@@ -25,7 +25,6 @@ from streamlab.deadlines import finish
 from streamlab.kit import (
     HEALTHY,
     INITIALIZING,
-    NO_DATA_BATCHES,
     UNHEALTHY,
     CheckFailed,
     exercise,
@@ -35,7 +34,7 @@ from streamlab.kit import (
     expect_that,
     is_not_done,
     query_cause,
-    session_conf,
+    start_available,
     writer_setting,
 )
 from streamlab.solutions import load_solution
@@ -139,8 +138,7 @@ def _wiring_trial(spark, root: Path) -> dict:
         _send(cs, [("Producer 3", b"{oops"), _heartbeat("Producer 1"), _heartbeat("Producer 2")])
         wiring = _settings_for(cs, root / "checkpoint", trigger="500 milliseconds")
         writer = monitor_writer_as_found(spark, wiring, _processor(timeout_ms=1))
-        with session_conf(spark, {NO_DATA_BATCHES: "false"}):
-            query = writer.trigger(availableNow=True).start()
+        query = start_available(spark, writer)
         finish(query, within=240, what="the trial of the wiring as found to read the hub")
         events = _status_events(cs)
     last = query.lastProgress["sources"][0]
