@@ -155,11 +155,19 @@ def session_conf(spark, conf: dict[str, str]):
     ``spark.conf.unset`` would not do: it falls back to Spark's default, not to the value the
     session started with (200 shuffle partitions instead of the course's 2).
     """
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
+    with settings_kept(spark, conf):
+        for key, value in conf.items():
+            spark.conf.set(key, value)
         yield
+
+
+@contextmanager
+def settings_kept(spark, keys):
+    """Put each of ``keys`` back after the block as it was before it, whatever the block set or
+    unset (a key that was not set is unset again); the block gets the values it found."""
+    before = {key: spark.conf.get(key, None) for key in keys}
+    try:
+        yield before
     finally:
         for key, value in before.items():
             if value is None:

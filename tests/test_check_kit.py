@@ -181,6 +181,17 @@ def test_settings_put_back_what_they_found(spark):
     assert (spark.conf.get(key), spark.conf.get(absent, None)) == (before, None)
 
 
+def test_settings_kept_come_back_whatever_the_block_did(spark):
+    key, absent = "spark.sql.shuffle.partitions", "spark.streamlab.never.set"
+    before = spark.conf.get(key)
+    with pytest.raises(RuntimeError), streamlab.kit.settings_kept(spark, [key, absent]) as found:
+        assert found == {key: before, absent: None}
+        spark.conf.set(key, "9")
+        spark.conf.set(absent, "y")
+        raise RuntimeError("a learner's block that fails")
+    assert (spark.conf.get(key), spark.conf.get(absent, None)) == (before, None)
+
+
 @pytest.mark.parametrize("path", CHECK_FILES, ids=lambda p: p.name)
 def test_a_check_file_holds_no_bare_assert(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))

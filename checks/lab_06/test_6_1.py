@@ -22,6 +22,7 @@ from streamlab.kit import (
     exercise,
     expect_equal,
     expect_keys,
+    settings_kept,
 )
 
 UNSET_KEY = "spark.streamlab.check.unsetBefore"
@@ -32,20 +33,6 @@ SETTINGS_HINT = (
     "for one it had not: read spark.conf.get(key, None) before the block and after it, and ask "
     "what your way of putting a key back gives in each case."
 )
-
-
-@contextmanager
-def _repaired(spark, keys):
-    """Whatever the learner's helper does, the session leaves this check as it came."""
-    saved = {key: spark.conf.get(key, None) for key in keys}
-    try:
-        yield saved
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def _after(spark, keys) -> dict:
@@ -114,7 +101,7 @@ def _what_the_found_helper_does(spark) -> dict:
     """Each case of DIAGNOSIS_6_1, run with the helper as found on this session."""
     shows = {}
     for case, (key, value, raises) in CASES.items():
-        with _repaired(spark, [key]):
+        with settings_kept(spark, [key]):
             if key == UNSET_KEY:
                 spark.conf.unset(key)
             before = spark.conf.get(key, None)
@@ -145,7 +132,7 @@ def test_the_diagnosis_is_what_the_found_helper_does(nb, spark):
 @exercise("6.1", timeout=60, part="fix", hint=SETTINGS_HINT)
 def test_the_session_is_as_before_after_the_block(nb, spark):
     asked = {CHANGELOG: "false", STATE_PROVIDER: "org.example.NoSuchProvider", UNSET_KEY: "on"}
-    with _repaired(spark, asked) as before:
+    with settings_kept(spark, asked) as before:
         spark.conf.unset(UNSET_KEY)
         before[UNSET_KEY] = None
         inside = None
@@ -169,7 +156,7 @@ def test_the_session_is_as_before_after_the_block(nb, spark):
 @exercise("6.1", timeout=60, part="fix", hint=SETTINGS_HINT)
 def test_the_session_is_restored_when_the_block_raises(nb, spark):
     asked = {CHANGELOG: "false"}
-    with _repaired(spark, asked) as before:
+    with settings_kept(spark, asked) as before:
         raised = None
         try:
             with nb.session_settings(spark, asked):
@@ -199,7 +186,7 @@ def test_the_session_is_restored_when_the_block_raises(nb, spark):
 def test_a_query_after_the_block_commits_changelogs(nb, spark, tmp_path):
     incoming = tmp_path / "incoming"
     _heartbeats(incoming, "a", ["m1", "m2", "m3"])
-    with _repaired(spark, [CHANGELOG]) as before:
+    with settings_kept(spark, [CHANGELOG]) as before:
         expect_equal(
             before[CHANGELOG],
             "true",

@@ -57,7 +57,7 @@ from streamlab.kit.stories import (
 )
 from streamlab.paths import REPO_ROOT
 from streamlab.restart_trials import IGNORED, REFUSED, RUNS, pinned_settings
-from streamlab.session import NO_DATA_BATCHES, ROCKSDB_PROVIDER, session_conf
+from streamlab.session import NO_DATA_BATCHES, ROCKSDB_PROVIDER, session_conf, settings_kept
 from streamlab.solutions import load_solution
 from streamlab.spark_private import SparkChanged, writer_setting
 
@@ -116,6 +116,7 @@ __all__ = [
     "query_cause",
     "registry",
     "session_conf",
+    "settings_kept",
     "spark_facts",
     "start_available",
     "state_growing",
