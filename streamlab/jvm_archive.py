@@ -15,6 +15,7 @@ and this Spark exists. Java checks the archive again as it maps it, and goes on 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -39,11 +40,17 @@ def archive_key_file() -> Path:
     return folder() / "spark-classes.key"
 
 
+def java_executable() -> str | None:
+    """The `java` Spark's launcher runs: JAVA_HOME's, else the first on the PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    return shutil.which("java")
+
+
 def key(java: str | None = None) -> str:
     """The Java, the Spark and the environment an archive is good for: another of any of them
     loads other classes from other files."""
-    from streamlab.session import java_executable
-
     java = java or java_executable() or "java"
     real = Path(java).resolve()
     stat = real.stat() if real.exists() else None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streamlab import jvm_archive, spark_log
+from streamlab.jvm_archive import java_executable
 from streamlab.paths import BUILD_DIR
 
 if TYPE_CHECKING:
@@ -104,14 +104,6 @@ _INSTALL_JAVA = (
     "openjdk-17-jre-headless`, on macOS `brew install openjdk@17`, on Windows the "
     "Temurin 17 installer from adoptium.net. If Java is installed elsewhere, set JAVA_HOME."
 )
-
-
-def java_executable() -> str | None:
-    """The `java` Spark's launcher runs: JAVA_HOME's, else the first on the PATH."""
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    return shutil.which("java")
 
 
 def java_major_version(java: str) -> int | None:
