@@ -59,7 +59,7 @@ def course_env(session: nox.Session) -> dict[str, str]:
         session.run(
             str(BIN / "python"),
             "-m",
-            "streamlab.tooling.jvm_archive",
+            "streamlab.tooling.build_jvm_archive",
             external=True,
             success_codes=[0, 1],
         )

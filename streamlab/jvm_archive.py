@@ -3,7 +3,7 @@
 A JVM that starts Spark reads and verifies some twenty thousand classes from Spark's jars, a
 large part of the seconds a first grading or a notebook's first cell waits for. Java's
 class-data sharing keeps them, once loaded, in an archive file that later JVMs map as they
-start (``-XX:SharedArchiveFile``). :mod:`streamlab.tooling.jvm_archive` builds it once per
+start (``-XX:SharedArchiveFile``). :mod:`streamlab.tooling.build_jvm_archive` builds it once per
 course environment (``nox`` does, with the course's packages); :func:`java_options` is what
 :func:`streamlab.session.spark_session` gives the driver when an archive made for this Java
 and this Spark exists. Java checks the archive again as it maps it, and goes on without it

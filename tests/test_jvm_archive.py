@@ -55,7 +55,7 @@ def test_the_driver_maps_spark_classes_from_the_archive(tmp_path):
     if not jvm_archive.java_options():
         pytest.fail(
             f"No archive of Spark's classes for this environment at {jvm_archive.archive()}: "
-            "`nox` builds it with the course's packages (python -m streamlab.tooling.jvm_archive)"
+            "`nox` builds it with the course's packages (python -m streamlab.tooling.build_jvm_archive)"
         )
     sources = _classes_loaded(tmp_path)
     assert sources.get("archive", 0) > 1000, sources

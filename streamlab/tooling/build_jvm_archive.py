@@ -1,6 +1,6 @@
 """Build the archive of Spark's driver classes (:mod:`streamlab.jvm_archive`).
 
-``python -m streamlab.tooling.jvm_archive`` starts Spark once in a process of its own, with the
+``python -m streamlab.tooling.build_jvm_archive`` starts Spark once in a process of its own, with the
 JVM told to archive every class it loaded when it exits; runs what a grading's first queries run
 (the warm grading child's warm-up: a batch job, a Python UDF, a stateful query on RocksDB, a
 ``transformWithState`` query); and ends the JVM. The archive, and what it was built for, land
@@ -36,7 +36,7 @@ def build(within: float = BUILD_WITHIN) -> int:
     env = {**os.environ, jvm_archive.ENABLE_ENV: "0"}
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "streamlab.tooling.jvm_archive", "--in-this-process"],
+            [sys.executable, "-m", "streamlab.tooling.build_jvm_archive", "--in-this-process"],
             env=env,
             timeout=within,
             check=False,
