@@ -48,10 +48,10 @@ def java_executable() -> str | None:
     return shutil.which("java")
 
 
-def key(java: str | None = None) -> str:
+def key() -> str:
     """The Java, the Spark and the environment an archive is good for: another of any of them
     loads other classes from other files."""
-    java = java or java_executable() or "java"
+    java = java_executable() or "java"
     real = Path(java).resolve()
     stat = real.stat() if real.exists() else None
     return (
@@ -65,11 +65,11 @@ def enabled() -> bool:
     return os.environ.get(ENABLE_ENV, "1") != "0"
 
 
-def java_options(java: str | None = None) -> str:
+def java_options() -> str:
     """The driver's option that maps the archive, or ``""`` when there is none for this Java,
     Spark and environment (or it is turned off)."""
     if not enabled() or not archive().exists() or not archive_key_file().exists():
         return ""
-    if archive_key_file().read_text() != key(java):
+    if archive_key_file().read_text() != key():
         return ""
     return f"-XX:SharedArchiveFile={archive()}"

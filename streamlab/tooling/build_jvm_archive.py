@@ -1,7 +1,7 @@
 """Build the archive of Spark's driver classes (:mod:`streamlab.jvm_archive`).
 
-``python -m streamlab.tooling.build_jvm_archive`` starts Spark once in a process of its own, with the
-JVM told to archive every class it loaded when it exits; runs what a grading's first queries run
+``python -m streamlab.tooling.build_jvm_archive`` starts Spark once in a process of its own,
+with the JVM told to archive every class it loaded when it exits; runs what a grading's first queries run
 (the warm grading child's warm-up: a batch job, a Python UDF, a stateful query on RocksDB, a
 ``transformWithState`` query); and ends the JVM. The archive, and what it was built for, land
 beside each other in :func:`streamlab.jvm_archive.folder`. ``nox`` runs it when the course's
@@ -62,9 +62,8 @@ def build_here() -> int:
     from streamlab import session
     from streamlab.grading.warm import warm_up_steps
 
-    folder = jvm_archive.folder()
-    folder.mkdir(parents=True, exist_ok=True)
-    part = folder / "spark-classes.jsa.part"
+    jvm_archive.folder().mkdir(parents=True, exist_ok=True)
+    part = jvm_archive.archive().with_name(f"{jvm_archive.archive().name}.part")
     part.unlink(missing_ok=True)
     session.DEFAULT_CONF["spark.driver.extraJavaOptions"] += f" -XX:ArchiveClassesAtExit={part}"
     for _name, step in warm_up_steps():
