@@ -13,6 +13,8 @@ Timed through nox, as a learner runs them (``%check`` and ``nox -s watch`` run t
   exercise is the one whose checks
   run the most of the learner's own code on Spark at every grading: a prediction's Spark run
   is kept (``streamlab.grading.facts``), so a prediction regrades in about a second;
+- the exercise's first grading again with Java's optimizing compiler kept
+  (``STREAMLAB_FULL_JIT=1``), alternating with the course's quick compiler only;
 - every other lab solved, graded warm (``--every-lab``, the default; ``--no-every-lab`` skips);
 - where each grading's seconds went, from its ``build/grade.json`` (``timings``), and how
   long a warm child took to get ready after the grading that started it;
@@ -39,6 +41,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common as bench
+
+from streamlab.session import FULL_JIT_ENV
 
 
 def nox_command() -> list[str]:
@@ -83,7 +87,13 @@ class Grader:
         self.grade_json = self.build / "grade.json"
 
     def run(
-        self, lab: str, *, warm: bool, exercise: str | None = None, right_after: bool = False
+        self,
+        lab: str,
+        *,
+        warm: bool,
+        exercise: str | None = None,
+        right_after: bool = False,
+        extra_env: dict[str, str] | None = None,
     ) -> tuple[float, dict]:
         """Seconds one grading took, and its timings; with ``warm``, a ready warm child first.
 
@@ -94,6 +104,7 @@ class Grader:
             **os.environ,
             "STREAMLAB_BUILD_DIR": str(self.build),
             "STREAMLAB_WARM_GRADER": "1" if warm else "0",
+            **(extra_env or {}),
         }
         if warm and not right_after:
             subprocess.run([sys.executable, "-c", _START], env=env, timeout=60, check=True)
@@ -172,7 +183,7 @@ def _phases(timings: list[dict]) -> str:
 def _exercise_and_lab(grader: Grader, lab: str, runs: int, out: dict) -> None:
     """Lab's Spark exercise and the solved lab, cold and warm side by side, ``runs`` times."""
     exercise = EXERCISES[lab]
-    kinds = ("ex_cold", "ex_warm", "ex_again", "lab_cold", "lab_warm", "lab_again")
+    kinds = ("ex_cold", "ex_cold_c2", "ex_warm", "ex_again", "lab_cold", "lab_warm", "lab_again")
     got: dict[str, list] = {k: [] for k in kinds}
     # Cold and warm alternate, so a machine busy with something else slows both alike;
     # before a cold grading the last warm child is ready, idle, as after a grading. "again"
@@ -181,6 +192,12 @@ def _exercise_and_lab(grader: Grader, lab: str, runs: int, out: dict) -> None:
         for key, whole in (("ex", False), ("lab", True)):
             only = None if whole else exercise
             got[f"{key}_cold"].append(grader.run(lab, warm=False, exercise=only))
+            if not whole:
+                # The same first grading with Java's optimizing compiler kept (see
+                # streamlab.session.QUICK_COMPILER), beside the course's quick one.
+                got["ex_cold_c2"].append(
+                    grader.run(lab, warm=False, exercise=only, extra_env={FULL_JIT_ENV: "1"})
+                )
             got[f"{key}_warm"].append(grader.run(lab, warm=True, exercise=only))
             got[f"{key}_again"].append(grader.run(lab, warm=True, exercise=only, right_after=True))
     medians = {k: bench.median(s for s, _ in v) for k, v in got.items()}
@@ -190,6 +207,21 @@ def _exercise_and_lab(grader: Grader, lab: str, runs: int, out: dict) -> None:
         f"right after {spread['ex_again']}; solved lab cold {spread['lab_cold']}, warm "
         f"{spread['lab_warm']}, right after {spread['lab_again']} (minimum / median / maximum "
         f"of {runs})"
+    )
+    quick, full = medians["ex_cold"], medians["ex_cold_c2"]
+    print(
+        f"    exercise, cold, Java's optimizing compiler kept ({FULL_JIT_ENV}=1): "
+        f"{spread['ex_cold_c2']}; the course's quick compiler takes {quick / full:.2f} x its time"
+    )
+    out["targets"].append(
+        bench.target(
+            f"lab {lab}: {exercise} graded first, quick compiler only vs both compilers",
+            round(quick / full, 2),
+            "x",
+            "report",
+            None,
+            f"{quick:.1f} s against {full:.1f} s, alternating in one run",
+        )
     )
     for key, label in (
         ("ex_cold", "exercise, cold"),

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from streamlab import processes
 from streamlab.paths import BUILD_DIR
+from streamlab.session import jit_options
 
 #: Where the daemons' logs and the workers' scratch folders go.
 LOG_DIR = BUILD_DIR / "cluster"
@@ -65,6 +66,10 @@ def daemon_env(host: str = LOOPBACK) -> dict[str, str]:
         "SPARK_LOCAL_IP": host,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
+        # The master and the workers compile as the course's drivers do.
+        "SPARK_DAEMON_JAVA_OPTS": " ".join(
+            part for part in (os.environ.get("SPARK_DAEMON_JAVA_OPTS", ""), jit_options()) if part
+        ),
     }
 
 

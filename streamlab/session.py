@@ -37,7 +37,25 @@ _CONNECTED = False
 
 _LOG4J = Path(__file__).with_name("log4j2.properties")
 
-#: Settings every course session starts with. Lab 00 explains each one.
+#: ``1`` gives Spark's JVMs Java's optimizing compiler back (see :data:`QUICK_COMPILER`).
+FULL_JIT_ENV = "STREAMLAB_FULL_JIT"
+#: Java compiles the code a JVM runs often twice: at once with its quick compiler (C1), then,
+#: for code that stays hot, again with its optimizing one (C2). The course's data is small:
+#: a driver spends more processor time in C2's compiler threads than C2's code ever saves it,
+#: and on two cores those threads slow the query beside them. Stopping at C1 took a solved
+#: lab 09's first grading from about 90 to 55 s of processor time (site/setup.md;
+#: `nox -s bench -- learner_loop` compares the two).
+QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
+
+
+def jit_options() -> str:
+    """The options every JVM of the course starts with for its compilers: ``""`` when
+    ``STREAMLAB_FULL_JIT=1``, else :data:`QUICK_COMPILER`."""
+    return "" if os.environ.get(FULL_JIT_ENV) == "1" else QUICK_COMPILER
+
+
+#: Settings every course session starts with. Lab 00 explains the state store's; the others
+#: keep the output quiet and the JVM light (``spark.*.extraJavaOptions``: :func:`jit_options`).
 DEFAULT_CONF: dict[str, str] = {
     "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
@@ -49,8 +67,11 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # A learner's stopped query must not leave a lock behind that blocks the next run.
     "spark.sql.streaming.stopActiveRunOnRestart": "true",
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J}",
+    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J} {jit_options()}".strip(),
 }
+if jit_options():
+    # Executors of a cluster (streamlab.cluster); a local master's run in the driver.
+    DEFAULT_CONF["spark.executor.extraJavaOptions"] = jit_options()
 if os.name == "posix":
     # The JVM and its Python workers meet on socket files, not loopback TCP ports. A Python
     # transformWithState task's state server accepts the first connection to its port only;

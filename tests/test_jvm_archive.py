@@ -1,5 +1,6 @@
 """Spark's driver maps the classes it loads from an archive built once (class-data sharing),
-instead of reading them from Spark's jars at every start."""
+instead of reading them from Spark's jars at every start, and compiles with Java's quick
+compiler only (streamlab.session.QUICK_COMPILER)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,21 @@ import sys
 import pytest
 
 from streamlab import jvm_archive
+from streamlab.cluster import daemon_env
+from streamlab.session import DEFAULT_CONF, FULL_JIT_ENV, QUICK_COMPILER
 
 START_SPARK = (
     "from streamlab.session import spark_session\n"
     "spark = spark_session('local[1]')\n"
     "spark.range(3).count()\n"
+    "bean = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()\n"
+    "print('JVM ARGS', list(bean.getInputArguments()))\n"
 )
 
 
-def _classes_loaded(tmp_path, **env: str) -> dict[str, int]:
+def _classes_loaded(tmp_path, **env: str) -> tuple[dict[str, int], str]:
     """Where a driver JVM started by spark_session took Spark's classes from: the number of
-    org.apache.spark classes per source (the archive, or a jar)."""
+    org.apache.spark classes per source (the archive, or a jar); and the JVM's options."""
     log = tmp_path / "class-load.log"
     environ = {
         **os.environ,
@@ -48,7 +53,8 @@ def _classes_loaded(tmp_path, **env: str) -> dict[str, int]:
         else:
             continue  # a class the JVM made as it ran (a lambda's), from no file
         sources[source] = sources.get(source, 0) + 1
-    return sources
+    options = next(line for line in done.stdout.splitlines() if line.startswith("JVM ARGS"))
+    return sources, options
 
 
 def test_the_driver_maps_spark_classes_from_the_archive(tmp_path):
@@ -57,15 +63,23 @@ def test_the_driver_maps_spark_classes_from_the_archive(tmp_path):
             f"No archive of Spark's classes for this environment at {jvm_archive.archive()}: "
             "`nox` builds it with the course's packages (python -m streamlab.tooling.build_jvm_archive)"
         )
-    sources = _classes_loaded(tmp_path)
+    sources, options = _classes_loaded(tmp_path)
     assert sources.get("archive", 0) > 1000, sources
     assert sources.get("jar", 0) < sources["archive"] / 10, sources
+    # The same driver compiles with Java's quick compiler only.
+    assert QUICK_COMPILER in options, options
 
 
-def test_without_the_archive_the_driver_reads_spark_jars(tmp_path):
-    sources = _classes_loaded(tmp_path, **{jvm_archive.ENABLE_ENV: "0"})
+def test_without_the_archive_the_driver_reads_spark_jars_and_full_jit_keeps_c2(tmp_path):
+    sources, options = _classes_loaded(tmp_path, **{jvm_archive.ENABLE_ENV: "0", FULL_JIT_ENV: "1"})
     assert sources.get("archive", 0) == 0, sources
     assert sources.get("jar", 0) > 1000, sources
+    assert "TieredStopAtLevel" not in options, options
+
+
+def test_a_clusters_executors_and_daemons_compile_as_the_driver_does():
+    assert DEFAULT_CONF["spark.executor.extraJavaOptions"] == QUICK_COMPILER
+    assert QUICK_COMPILER in daemon_env()["SPARK_DAEMON_JAVA_OPTS"].split()
 
 
 def test_an_archive_built_for_another_java_or_spark_is_not_used(tmp_path, monkeypatch):
