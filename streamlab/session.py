@@ -67,7 +67,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # A learner's stopped query must not leave a lock behind that blocks the next run.
     "spark.sql.streaming.stopActiveRunOnRestart": "true",
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J} {jit_options()}".strip(),
+    "spark.driver.extraJavaOptions": " ".join(
+        part for part in (f"-Dlog4j2.configurationFile=file:{_LOG4J}", jit_options()) if part
+    ),
 }
 if jit_options():
     # Executors of a cluster (streamlab.cluster); a local master's run in the driver.

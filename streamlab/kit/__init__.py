@@ -5,8 +5,8 @@ grader), the stories and the shared vocabulary (:mod:`.stories`), the heartbeat 
 (:mod:`.heartbeat`), the answer shapes (:mod:`.answers`), a query started to read its input
 and stop (:mod:`.queries`), the Spark facts kept between gradings, the settings context that
 puts back what it found, and the course's reference solutions. Besides the kit a check
-imports only a notebook-facing name it exercises on purpose (``streamlab/notebook_api.py``). ``tests/test_check_kit.py`` holds both, and that no check
-declares a name of the kit again.
+imports only a notebook-facing name it exercises on purpose (``streamlab/notebook_api.py``).
+``tests/test_check_kit.py`` holds both, and that no check declares a name of the kit again.
 
 The kit sits above the grader and the solutions it loads; the grader never imports it
 (``tests/test_import_direction.py``), save the warm grader, which loads it ahead of a check.

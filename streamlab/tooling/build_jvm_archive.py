@@ -1,9 +1,9 @@
 """Build the archive of Spark's driver classes (:mod:`streamlab.jvm_archive`).
 
 ``python -m streamlab.tooling.build_jvm_archive`` starts Spark once in a process of its own,
-with the JVM told to archive every class it loaded when it exits; runs what a grading's first queries run
-(the warm grading child's warm-up: a batch job, a Python UDF, a stateful query on RocksDB, a
-``transformWithState`` query); and ends the JVM. The archive, and what it was built for, land
+with the JVM told to archive every class it loaded when it exits; runs what a grading's first
+queries run (the warm grading child's warm-up: a batch job, a Python UDF, a stateful query on
+RocksDB, a ``transformWithState`` query); and ends the JVM. The archive, and what it was built for, land
 beside each other in :func:`streamlab.jvm_archive.folder`. ``nox`` runs it when the course's
 environment has none.
 """
