@@ -8,6 +8,7 @@ leaves is ended in its teardown.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -132,6 +133,58 @@ def test_a_regrade_right_after_a_verdict_takes_the_child_that_was_ready(warm_env
         # The child the grading started is warming up as the next grading comes.
         assert warm_grader("warming()", env) == "True"
     assert "taken by a grading after" not in _log(env), _log(env)
+
+
+def test_a_child_warming_up_waits_while_a_grading_runs_and_a_grading_takes_it_waiting(
+    warm_env, tmp_path
+):
+    # A grading holds the course folder's grading lock while its child runs: a child warming
+    # up beside it waits before each step of its warm-up instead of taking half the two cores
+    # from the grading the learner waits for.
+    with open(warm_grader("grading_lock_path()", warm_env), "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)  # as a grading whose child runs does
+        warm_grader("start()", warm_env)
+        wait_for(
+            lambda: "waits for a grading to end before imports" in _log(warm_env),
+            within=60,
+            what=f"the warm child to wait for the grading (log: {_log(warm_env)[-500:]!r})",
+        )
+        # A grading that comes meanwhile takes the waiting child at once: it skips the whole
+        # warm-up rather than wait for itself.
+        graded = _grade(warm_env, REPO_ROOT / "solutions", tmp_path, "--exercise", "0.1")
+        assert graded["timings"]["warm"] == 1
+        assert _exercises(graded)["0.1"]["status"] == "passed"
+        assert " ready after " not in _log(warm_env), _log(warm_env)
+        taken = [s for s in _log(warm_env).splitlines() if "taken by a grading after" in s]
+        assert len(taken) == 1 and "skipping imports, the Spark session" in taken[0]
+        # The child that grading started waits too, until the grading lock is free.
+        wait_for(
+            lambda: _log(warm_env).count("waits for a grading to end before imports") == 2,
+            within=60,
+            what=f"the next warm child to wait (log: {_log(warm_env)[-500:]!r})",
+        )
+        assert warm_grader("readiness()", warm_env) == "warming"
+    _ready(warm_env, 1)
+
+
+def test_waiting_for_gradings_ends_when_a_job_comes_or_the_lock_is_free(tmp_path):
+    from streamlab.grading import warm
+
+    path = tmp_path / "grading.lock"
+    assert not warm._wait_for_gradings(lambda timeout=0.0: False, "imports", path)
+    polls = []
+
+    def job_after_three_polls(timeout: float = 0.0) -> bool:
+        polls.append(timeout)
+        return len(polls) == 3
+
+    with warm.grading(path), warm.grading(path):  # two gradings at once share the lock
+        assert warm._wait_for_gradings(job_after_three_polls, "imports", path)
+    # It waited on the job's socket, never spinning, and asked three times.
+    assert len(polls) == 3 and all(t > 0 for t in polls)
+    # Released with the gradings: nothing waits any more.
+    assert not warm._wait_for_gradings(job_after_three_polls, "imports", path)
+    assert len(polls) == 3
 
 
 def test_a_keeper_knows_when_another_took_its_socket_name(tmp_path):

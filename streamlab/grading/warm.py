@@ -31,12 +31,18 @@ ready starts the next keeper, and a grading takes a ready child before one still
 So a regrade that comes right after a verdict, while the child that grading started warms
 up, finds the other one ready.
 
+A child warming up never competes with a grading for the two cores: every grading holds a
+shared lock on :func:`grading_lock_path` while its child runs (:func:`grading`), and a child
+still warming up waits for that lock to be free before each step of its warm-up (a grading
+that comes meanwhile takes it as it is, at once).
+
 ``STREAMLAB_WARM_GRADER=0`` turns all of it off (the course's own tests do, except those of
 this module); gradings then start every child from cold.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -50,7 +56,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +76,8 @@ IDLE_LIMIT = 60 * 60.0
 READY_WITHIN = 90.0
 #: How long a grading waits for a keeper that start() left a moment ago to bind its socket.
 LISTENING_WITHIN = 15.0
+#: How often a child warming up asks whether the gradings it waits for have ended.
+POLL_GRADINGS = 0.25
 #: Where the keeper and its child write (their own log: a grading's output goes to its log).
 LOG = BUILD_DIR / "logs" / "warm-grader.log"
 
@@ -106,6 +115,33 @@ def socket_path(slot: int = 0) -> Path:
     key = f"{sys.executable}\0{REPO_ROOT}\0{BUILD_DIR}".encode()
     name = f"streamlab-grader-{hashlib.sha256(key).hexdigest()[:16]}"
     return Path(tempfile.gettempdir()) / (f"{name}-{slot}" if slot else name)
+
+
+def grading_lock_path() -> Path:
+    """The file a grading holds a shared lock on while its child runs (see :func:`grading`)."""
+    path = socket_path()
+    return path.with_name(path.name + ".grading")
+
+
+@contextmanager
+def grading(path: Path | None = None) -> Iterator[None]:
+    """Hold the grading lock (``path``, default :func:`grading_lock_path`) while a grading's
+    child runs: children warming up wait for it to be free. Several gradings share it. Never
+    raises: a lock that cannot be taken only lets a child warm up beside the grading."""
+    try:
+        fd = os.open(path or grading_lock_path(), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        fd = None
+    try:
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            except OSError:
+                pass
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # which releases the lock, as a grading that dies does
 
 
 def _slots(environ: Mapping[str, str] | None = None) -> list[Path]:
@@ -648,7 +684,7 @@ def warm_child(fd: int) -> int:
     link = socket.socket(fileno=fd)
     started_with = settings()
     began = time.monotonic()
-    skipped = _warm_up(job_waiting=lambda: bool(select.select([link], [], [], 0)[0]))
+    skipped = _warm_up(lambda timeout=0.0: bool(select.select([link], [], [], timeout)[0]))
     files = _module_files()
     _send(link, {"ready": round(time.monotonic() - began, 1), "skipped": skipped})
     job, fds, _, _ = socket.recv_fds(link, 1 << 20, 2)
@@ -709,7 +745,7 @@ def _module_files() -> dict[str, tuple[int, int] | None]:
     return files
 
 
-def _warm_up(job_waiting: Callable[[], bool] = lambda: False) -> list[str]:
+def _warm_up(job_waiting: Callable[..., bool] = lambda timeout=0.0: False) -> list[str]:
     """Import what checks import, start the checks' Spark session, and run what every
     grading's first queries pay for once: a batch job, a Python UDF, a stateful streaming
     query on the RocksDB state store, and a ``transformWithState`` query (its Python state
@@ -717,14 +753,50 @@ def _warm_up(job_waiting: Callable[[], bool] = lambda: False) -> list[str]:
 
     A grading that comes while the child is still warming takes it at the next step: what is
     done is ahead of a child started from cold, and the steps left would only make the grading
-    wait for work it does itself. Returns the names of the steps skipped so.
+    wait for work it does itself. Returns the names of the steps skipped so. Before each step
+    it waits while a grading's child runs (:func:`_wait_for_gradings`).
+
+    ``job_waiting(timeout)`` tells whether a grading sent its job, waiting up to ``timeout``
+    seconds for one.
     """
     steps = warm_up_steps()
     for done, (name, step) in enumerate(steps):
-        if job_waiting():
+        if job_waiting() or _wait_for_gradings(job_waiting, name):
             return [name for name, _ in steps[done:]]
         step()
     return []
+
+
+def _wait_for_gradings(
+    job_waiting: Callable[..., bool], step: str, path: Path | None = None
+) -> bool:
+    """Wait until no grading holds the grading lock (``path``, default
+    :func:`grading_lock_path`); True when a job came meanwhile. Never raises: a lock that
+    cannot be read is taken for a free one."""
+    try:
+        fd = os.open(path or grading_lock_path(), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return False
+    said = False
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not said:
+                    _note(
+                        f"warm grading child {os.getpid()} waits for a grading to end before {step}"
+                    )
+                    said = True
+                if job_waiting(POLL_GRADINGS):
+                    return True
+                continue
+            except OSError:
+                return False
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+    finally:
+        os.close(fd)
 
 
 def warm_up_steps() -> list[tuple[str, Callable[[], object]]]:
