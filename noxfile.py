@@ -278,6 +278,7 @@ BENCHMARKS = [
     "state_value_size",
     "restart_recovery",
     "learner_loop",
+    "checkpoint_files",
     "delta_sink",
     "batch_breakdown",
     "batch_floor",

@@ -54,6 +54,11 @@ def jit_options() -> str:
     return "" if os.environ.get(FULL_JIT_ENV) == "1" else QUICK_COMPILER
 
 
+#: How the course's sessions write checkpoint files (see DEFAULT_CONF).
+CHECKPOINT_FILE_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
+
 #: Settings every course session starts with. Lab 00 explains the state store's; the others
 #: keep the output quiet and the JVM light (``spark.*.extraJavaOptions``: :func:`jit_options`).
 DEFAULT_CONF: dict[str, str] = {
@@ -67,6 +72,11 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # A learner's stopped query must not leave a lock behind that blocks the next run.
     "spark.sql.streaming.stopActiveRunOnRestart": "true",
+    # Checkpoints (offset and commit logs, state store changelogs) renamed into place by Java
+    # itself: Spark's default renames through Hadoop's FileContext, which without Hadoop's
+    # native library (pip's PySpark has none) starts a `readlink` process for each side of
+    # every rename, about 100 a micro-batch of a stream-stream join (site/setup.md).
+    "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
     "spark.driver.extraJavaOptions": " ".join(
         part for part in (f"-Dlog4j2.configurationFile=file:{_LOG4J}", jit_options()) if part
     ),

@@ -26,6 +26,31 @@ def test_session_has_the_course_settings(spark):
     assert os.environ["PYSPARK_PYTHON"] == sys.executable
 
 
+def test_checkpoints_are_written_without_starting_a_process_per_file(spark, tmp_path):
+    # Spark's default for local folders renames through Hadoop's FileContext, which, without
+    # Hadoop's native library (pip's PySpark has none), starts a `readlink` process for each
+    # side of every rename: about 100 a micro-batch of a stream-stream join. The course's
+    # sessions write checkpoints (offset and commit logs, state store changelogs) through
+    # Hadoop's FileSystem instead, whose local rename is Java's own.
+    jvm = spark._jvm
+    hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
+    folder = jvm.org.apache.hadoop.fs.Path(tmp_path.as_uri())
+    checkpointing = jvm.org.apache.spark.sql.execution.streaming.checkpointing
+    manager = checkpointing.CheckpointFileManager.create(folder, hadoop_conf)
+    assert manager.getClass().getSimpleName() == "FileSystemBasedCheckpointFileManager"
+    # It writes as Spark needs: atomically, and never over a file that is there.
+    target = jvm.org.apache.hadoop.fs.Path(folder, "0")
+    for overwrite in (False, True):
+        stream = manager.createAtomic(target, overwrite)
+        stream.write(b"v1")
+        stream.close()
+    stream = manager.createAtomic(target, False)
+    stream.write(b"v2")
+    with pytest.raises(Exception, match="FileAlreadyExists|already exists"):
+        stream.close()
+    assert (tmp_path / "0").read_bytes() == b"v1"
+
+
 def test_session_is_shared(spark):
     assert session.spark_session() is spark
 

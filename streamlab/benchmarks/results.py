@@ -36,6 +36,7 @@ ORDER = [
     "changelog",
     "restart_recovery",
     "learner_loop",
+    "checkpoint_files",
     "hub_throughput",
     "eventhubs_ingest",
     "cluster_ingest",
