@@ -101,6 +101,30 @@ def test_os_exit_in_a_cell_and_a_loop_inside_c_fail_only_their_exercises(tmp_pat
     assert f"(your code is in {_named(path, '0.3')})" in looped["message"]
 
 
+def test_a_grading_ends_with_its_last_verdict_not_with_its_child(tmp_path):
+    # Once the checks have run, the child has only to stop Spark and exit: the grading reports
+    # its verdicts at once and ends the child, even one whose exit would never come (here a
+    # learner's exit hook that waits an hour).
+    _notebook(
+        tmp_path / "nb",
+        exercise_0_1="{solution}\n\nimport atexit\nimport time\n\natexit.register(time.sleep, 3600)\n",
+    )
+    grade_json = tmp_path / "build" / "grade.json"
+    grade_json.parent.mkdir()
+    # Well within the grader's limit for a child that has said it is done (IDLE_LIMIT).
+    out = run_grader(
+        tmp_path / "nb",
+        "00",
+        json_path=grade_json,
+        extra=("--exercise", "0.1"),
+        timeout=supervisor.IDLE_LIMIT / 2,
+    )
+    graded = json.loads(grade_json.read_text())
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert _exercises(graded)["0.1"]["status"] == "passed"
+    assert graded["timings"]["children"] == 1
+
+
 def test_an_exercise_whose_check_was_stopped_has_its_other_checks_skipped(tmp_path):
     # Both checks of 0.3 would loop in C: once one is stopped, the other is not run.
     _notebook(

@@ -23,7 +23,7 @@ from streamlab.paths import REPO_ROOT
 
 
 class _Recorder:
-    """Reports a check file that failed to import.
+    """Reports a check file that failed to import, and the end of the checks.
 
     That is a bug in the course, not the learner's, unless what failed was reading one of the
     course's reference notebooks in ``solutions/`` that the checks compare the code with:
@@ -32,6 +32,14 @@ class _Recorder:
 
     def __init__(self) -> None:
         self._errors: dict[str, BaseException] = {}
+        self.done = False
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, exitstatus: int) -> None:
+        # Every verdict is out: the supervisor reports them and ends this process at once,
+        # which stops Spark faster than Spark stops itself.
+        events.emit(events.EventKind.DONE, code=int(exitstatus))
+        self.done = True
 
     def pytest_exception_interact(self, node, call: pytest.CallInfo, report) -> None:
         # Called before pytest_collectreport for a file that failed to import.
@@ -73,6 +81,7 @@ def _die_with_supervisor() -> None:
 
 def main(argv: list[str]) -> int:
     _die_with_supervisor()
+    recorder = _Recorder()
     code = pytest.main(
         [
             *argv,
@@ -88,9 +97,10 @@ def main(argv: list[str]) -> int:
             "-c",
             str(REPO_ROOT / "checks" / "pytest.ini"),
         ],
-        plugins=[_Recorder()],
+        plugins=[recorder],
     )
-    events.emit(events.EventKind.DONE, code=int(code))
+    if not recorder.done:  # pytest ended before its session did (a usage error)
+        events.emit(events.EventKind.DONE, code=int(code))
     return 0
 
 

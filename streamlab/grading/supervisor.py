@@ -45,7 +45,7 @@ GRACE = 3.0
 SETUP_LIMIT = 180.0
 #: Stopping a check's queries and jobs.
 TEARDOWN_LIMIT = 60.0
-#: Anything the course itself does between checks (starting pytest, stopping Spark).
+#: Anything the course itself does between checks (starting pytest, ending the checks).
 IDLE_LIMIT = 180.0
 #: Where a bug in the course is reported.
 REPORT_BUGS = (
@@ -89,14 +89,14 @@ PHASES = {
     "checks": "running the checks themselves",
     "teardown": "stopping what each check started",
     "between": "the course's own work between checks",
-    "end": "ending the child: stopping Spark",
+    "end": "ending the child once its checks are done",
 }
 
 
 class Phase(StrEnum):
     """What the child announced it is doing: which limit holds, and what is blamed for a hang."""
 
-    IDLE = "idle"  # the course's own work: starting pytest, between checks, stopping Spark
+    IDLE = "idle"  # the course's own work: starting pytest, between checks, ending the checks
     CELL = "cell"  # a graded cell runs
     SETUP = "setup"
     CALL = "call"
@@ -135,7 +135,7 @@ class Progress:
 
     ``doing`` is ``start`` (the child starts: Python, Spark), ``cell`` (a graded cell runs),
     ``setup``, ``call`` or ``teardown`` of check ``check`` of ``checks``, or ``between``
-    (the course's own work between checks, and stopping Spark at the end). ``seconds``: how
+    (the course's own work between checks, and ending the checks). ``seconds``: how
     long it has been at it.
     """
 
@@ -305,6 +305,10 @@ def _watch_child(
                 first = False
             if on_result and event.get("event") == EventKind.RESULT:
                 on_result(run.outcome.results[-1])
+            if finished:
+                # Every verdict is in: what is left of the child (stopping Spark, exiting) is
+                # ended below rather than waited for.
+                break
             run.tell_progress(first)
     except _OutOfTime:
         return finished, None
@@ -567,7 +571,7 @@ def _on_broken(event: Event, run: _Run) -> None:
 
 
 def _on_done(event: Event, run: _Run) -> _Activity:
-    """The child's checks are over: what is left is stopping Spark."""
+    """The child's checks are over: the grading ends it (Spark with it) rather than wait."""
     return _idle()
 
 
