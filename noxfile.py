@@ -222,13 +222,17 @@ def test(session: nox.Session) -> None:
 
 
 #: Test files that run whole programs (the monitor, the demo, a standalone cluster, a state
-#: server's strays): `nox -s test` runs them after the solution notebooks, beside the rest.
+#: server's strays, the board and the tours in a browser): `nox -s test` runs them after the
+#: solution notebooks, beside the rest, so that the two streams end about together.
 SIDE_TESTS = [
     "tests/test_cluster.py",
     "tests/test_demo.py",
     "tests/test_state_server_strays.py",
     "tests/test_monitor.py",
     "tests/test_lab05_recovery.py",
+    "tests/test_capstone.py",
+    "tests/test_jupyterlab_board.py",
+    "tests/test_tour.py",
 ]
 SIDE_RESULTS: dict[str, int] = {}
 #: The labs whose solution notebooks `nox -s test` also runs over Spark Connect (all eleven:
