@@ -138,11 +138,11 @@ def test_a_regrade_right_after_a_verdict_takes_the_child_that_was_ready(warm_env
 def test_a_child_warming_up_waits_while_a_grading_runs_and_a_grading_takes_it_waiting(
     warm_env, tmp_path
 ):
-    # A grading holds the course folder's grading lock while its child runs: a child warming
+    # A grading holds the course folder's grading lock while it runs: a child warming
     # up beside it waits before each step of its warm-up instead of taking half the two cores
     # from the grading the learner waits for.
     with open(warm_grader("grading_lock_path()", warm_env), "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_SH)  # as a grading whose child runs does
+        fcntl.flock(lock, fcntl.LOCK_SH)  # as a running grading does
         warm_grader("start()", warm_env)
         wait_for(
             lambda: "waits for a grading to end before imports" in _log(warm_env),
@@ -185,6 +185,38 @@ def test_waiting_for_gradings_ends_when_a_job_comes_or_the_lock_is_free(tmp_path
     # Released with the gradings: nothing waits any more.
     assert not warm._wait_for_gradings(job_after_three_polls, "imports", path)
     assert len(polls) == 3
+
+
+def test_a_grading_holds_the_lock_from_its_start_while_it_looks_for_a_child(tmp_path, monkeypatch):
+    # A regrade that comes right after a verdict must not share the cores with the child the
+    # last grading started: that child pauses from the moment the grading starts, before the
+    # grading has found (or waited for) a child of its own.
+    from streamlab.course import registry
+    from streamlab.grading import supervisor, warm
+
+    seen = []
+
+    def claim(*args, **kwargs):
+        with open(warm.grading_lock_path(), "a+b") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                seen.append("held")
+            else:
+                seen.append("free")
+        return None  # the grading starts its child from cold
+
+    monkeypatch.setattr(warm, "claim", claim)
+    outcome = supervisor.run(
+        [registry.lab("00")],
+        str(REPO_ROOT / "solutions"),
+        exercises=["0.1"],
+        log_path=tmp_path / "grade.log",
+    )
+    assert {str(r.verdict.status) for r in outcome.results} == {"passed"}
+    assert seen == ["held"]
+    # And lets it go with its verdict.
+    assert not warm._wait_for_gradings(lambda timeout=0.0: False, "imports")
 
 
 def test_a_keeper_knows_when_another_took_its_socket_name(tmp_path):

@@ -224,6 +224,9 @@ def run(
     outcome, plan = grading.outcome, grading.plan
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with (
+        # Children warming up for the gradings to come wait from now until the verdict, also
+        # while this grading looks for a child of its own.
+        warm.grading(),
         tempfile.TemporaryDirectory(prefix="streamlab-grading-") as scratch,
         open(log_path, "wb") as log,
     ):
@@ -275,18 +278,6 @@ def _run_child(
     run.tell_progress(True)
     child = _start_child(args, write_fd, log, env, run.outcome, lambda: run.tell_progress(True))
     os.close(write_fd)
-    # Children warming up for the gradings to come wait while this one runs.
-    with warm.grading():
-        return _watch_child(child, read_fd, run, on_result)
-
-
-def _watch_child(
-    child: _Child,
-    read_fd: int,
-    run: _Run,
-    on_result: Callable[[CheckResult], None] | None,
-) -> tuple[bool, int | None]:
-    """Follow a started child's events to its end, then end what is left of it."""
     finished, first = False, True
     try:
         # The deadline is the newest activity's: each event may move it.

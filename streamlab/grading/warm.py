@@ -32,9 +32,9 @@ So a regrade that comes right after a verdict, while the child that grading star
 up, finds the other one ready.
 
 A child warming up never competes with a grading for the two cores: every grading holds a
-shared lock on :func:`grading_lock_path` while its child runs (:func:`grading`), and a child
-still warming up waits for that lock to be free before each step of its warm-up (a grading
-that comes meanwhile takes it as it is, at once).
+shared lock on :func:`grading_lock_path` from its start to its verdict (:func:`grading`), and
+a child still warming up waits for that lock to be free before each step of its warm-up (a
+grading that comes meanwhile takes it as it is, at once).
 
 ``STREAMLAB_WARM_GRADER=0`` turns all of it off (the course's own tests do, except those of
 this module); gradings then start every child from cold.
@@ -118,15 +118,15 @@ def socket_path(slot: int = 0) -> Path:
 
 
 def grading_lock_path() -> Path:
-    """The file a grading holds a shared lock on while its child runs (see :func:`grading`)."""
+    """The file a grading holds a shared lock on while it runs (see :func:`grading`)."""
     path = socket_path()
     return path.with_name(path.name + ".grading")
 
 
 @contextmanager
 def grading(path: Path | None = None) -> Iterator[None]:
-    """Hold the grading lock (``path``, default :func:`grading_lock_path`) while a grading's
-    child runs: children warming up wait for it to be free. Several gradings share it. Never
+    """Hold the grading lock (``path``, default :func:`grading_lock_path`) while a grading
+    runs: children warming up wait for it to be free. Several gradings share it. Never
     raises: a lock that cannot be taken only lets a child warm up beside the grading."""
     try:
         fd = os.open(path or grading_lock_path(), os.O_RDWR | os.O_CREAT, 0o600)
