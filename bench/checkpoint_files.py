@@ -2,12 +2,11 @@
 
 Every micro-batch of a stateful query writes files into its checkpoint: an entry of the offset
 log before it runs, an entry of the commit log after, and a changelog for each state store it
-changed (a stream-stream join has four stores a shuffle partition). Each is written under a
-temporary name and renamed into place by a ``CheckpointFileManager``. Spark's default for a
-local folder renames through Hadoop's ``FileContext``, which, without Hadoop's native library
-(PySpark from pip has none), starts a ``readlink`` process for each side of every rename; the
-course's sessions use the ``FileSystem`` one (``streamlab.session.CHECKPOINT_FILE_MANAGER``),
-whose local rename is Java's own.
+changed (a stream-stream join has four stores a shuffle partition), each through a
+``CheckpointFileManager``. Spark's default for a local folder goes through Hadoop's
+``FileContext``, which, without Hadoop's native library (PySpark from pip has none), starts two
+``readlink`` processes for every file it writes; the course's sessions use the ``FileSystem``
+one (``streamlab.session.CHECKPOINT_FILE_MANAGER``), which starts none.
 
 Two queries of lab 09's shape, each over the same deliveries (one file per micro-batch, run to
 the end with ``availableNow``): a stream-stream join of status changes and maintenance windows

@@ -72,10 +72,10 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     # A learner's stopped query must not leave a lock behind that blocks the next run.
     "spark.sql.streaming.stopActiveRunOnRestart": "true",
-    # Checkpoints (offset and commit logs, state store changelogs) renamed into place by Java
-    # itself: Spark's default renames through Hadoop's FileContext, which without Hadoop's
-    # native library (pip's PySpark has none) starts a `readlink` process for each side of
-    # every rename, about 100 a micro-batch of a stream-stream join (site/setup.md).
+    # Checkpoints (offset and commit logs, state store changelogs) written through Hadoop's
+    # FileSystem: Spark's default goes through Hadoop's FileContext, which without Hadoop's
+    # native library (pip's PySpark has none) starts two `readlink` processes for every file
+    # it writes, about 100 a micro-batch of a stream-stream join (site/setup.md).
     "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
     "spark.driver.extraJavaOptions": " ".join(
         part for part in (f"-Dlog4j2.configurationFile=file:{_LOG4J}", jit_options()) if part

@@ -27,11 +27,11 @@ def test_session_has_the_course_settings(spark):
 
 
 def test_checkpoints_are_written_without_starting_a_process_per_file(spark, tmp_path):
-    # Spark's default for local folders renames through Hadoop's FileContext, which, without
-    # Hadoop's native library (pip's PySpark has none), starts a `readlink` process for each
-    # side of every rename: about 100 a micro-batch of a stream-stream join. The course's
-    # sessions write checkpoints (offset and commit logs, state store changelogs) through
-    # Hadoop's FileSystem instead, whose local rename is Java's own.
+    # Spark's default for local folders writes through Hadoop's FileContext, which, without
+    # Hadoop's native library (pip's PySpark has none), starts two `readlink` processes for
+    # every file: about 100 a micro-batch of a stream-stream join. The course's sessions write
+    # checkpoints (offset and commit logs, state store changelogs) through Hadoop's
+    # FileSystem instead, which starts none.
     jvm = spark._jvm
     hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
     folder = jvm.org.apache.hadoop.fs.Path(tmp_path.as_uri())
