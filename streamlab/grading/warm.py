@@ -128,10 +128,7 @@ def grading(path: Path | None = None) -> Iterator[None]:
     """Hold the grading lock (``path``, default :func:`grading_lock_path`) while a grading
     runs: children warming up wait for it to be free. Several gradings share it. Never
     raises: a lock that cannot be taken only lets a child warm up beside the grading."""
-    try:
-        fd = os.open(path or grading_lock_path(), os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
-        fd = None
+    fd = _open_lock(path)
     try:
         if fd is not None:
             try:
@@ -142,6 +139,15 @@ def grading(path: Path | None = None) -> Iterator[None]:
     finally:
         if fd is not None:
             os.close(fd)  # which releases the lock, as a grading that dies does
+
+
+def _open_lock(path: Path | None) -> int | None:
+    """The grading lock's file (``path``, default :func:`grading_lock_path`) opened, made if
+    missing; None when it cannot be."""
+    try:
+        return os.open(path or grading_lock_path(), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return None
 
 
 def _slots(environ: Mapping[str, str] | None = None) -> list[Path]:
@@ -773,9 +779,8 @@ def _wait_for_gradings(
     """Wait until no grading holds the grading lock (``path``, default
     :func:`grading_lock_path`); True when a job came meanwhile. Never raises: a lock that
     cannot be read is taken for a free one."""
-    try:
-        fd = os.open(path or grading_lock_path(), os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
+    fd = _open_lock(path)
+    if fd is None:
         return False
     said = False
     try:
