@@ -15,20 +15,19 @@ and this Spark exists. Java checks the archive again as it maps it, and goes on 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
 
+from streamlab import local_files
+
+# Where the archive lives, and the `java` it is for.
+from streamlab.jvm_env import FOLDER_ENV as FOLDER_ENV
+from streamlab.jvm_env import folder as folder
+from streamlab.jvm_env import java_executable as java_executable
+
 #: ``0`` turns the archive off.
 ENABLE_ENV = "STREAMLAB_JVM_ARCHIVE"
-#: Where the archive lives (default: a folder of the course's Python environment, so that it
-#: goes with the packages whose classes it holds).
-FOLDER_ENV = "STREAMLAB_JVM_ARCHIVE_DIR"
-
-
-def folder() -> Path:
-    return Path(os.environ.get(FOLDER_ENV) or Path(sys.prefix) / "streamlab-jvm")
 
 
 def archive() -> Path:
@@ -40,24 +39,19 @@ def archive_key_file() -> Path:
     return folder() / "spark-classes.key"
 
 
-def java_executable() -> str | None:
-    """The `java` Spark's launcher runs: JAVA_HOME's, else the first on the PATH."""
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    return shutil.which("java")
-
-
 def key() -> str:
     """The Java, the Spark and the environment an archive is good for: another of any of them
     loads other classes from other files."""
     java = java_executable() or "java"
     real = Path(java).resolve()
     stat = real.stat() if real.exists() else None
+    # The course's local file system's jar comes first on the driver's class path, which Java
+    # checks against the archive's.
     return (
         f"java {real} {stat.st_size if stat else 0} {stat.st_mtime_ns if stat else 0}\n"
         f"pyspark {metadata.version('pyspark')}\n"
         f"environment {sys.prefix}\n"
+        f"class path {local_files.conf().get('spark.driver.extraClassPath', '')}\n"
     )
 
 

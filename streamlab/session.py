@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streamlab import jvm_archive, spark_log
+from streamlab import jvm_archive, local_files, spark_log
 from streamlab.jvm_archive import java_executable
 from streamlab.paths import BUILD_DIR
 
@@ -81,6 +81,9 @@ DEFAULT_CONF: dict[str, str] = {
         part for part in (f"-Dlog4j2.configurationFile=file:{_LOG4J}", jit_options()) if part
     ),
 }
+# Hadoop's local file system with permissions set by Java, not by a `chmod` process for every
+# checkpoint file (streamlab.local_files), where the course's environment built it.
+DEFAULT_CONF.update(local_files.conf())
 if jit_options():
     # Executors of a cluster (streamlab.cluster); a local master's run in the driver.
     DEFAULT_CONF["spark.executor.extraJavaOptions"] = jit_options()
@@ -134,7 +137,7 @@ class JavaNotFoundError(RuntimeError):
 
 _INSTALL_JAVA = (
     "Install Java 17 and try again: on Debian or Ubuntu `sudo apt-get install "
-    "openjdk-17-jre-headless`, on macOS `brew install openjdk@17`, on Windows the "
+    "openjdk-17-jdk-headless`, on macOS `brew install openjdk@17`, on Windows the "
     "Temurin 17 installer from adoptium.net. If Java is installed elsewhere, set JAVA_HOME."
 )
 

@@ -111,7 +111,7 @@ def test_old_or_broken_java_gets_install_advice(tmp_path, monkeypatch, version_l
     monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path, version_line)))
     with pytest.raises(JavaNotFoundError) as error:
         session.check_java()
-    assert words in str(error.value) and "openjdk-17-jre-headless" in str(error.value)
+    assert words in str(error.value) and "openjdk-17-jdk-headless" in str(error.value)
 
 
 def test_missing_java_gets_install_advice(monkeypatch, tmp_path):

@@ -6,6 +6,9 @@ queries run (the warm grading child's warm-up: a batch job, a Python UDF, a stat
 RocksDB, a ``transformWithState`` query); and ends the JVM. The archive, and what it was built for, land
 beside each other in :func:`streamlab.jvm_archive.folder`. ``nox`` runs it when the course's
 environment has none.
+
+Before the archive it compiles the course's local file system (:mod:`streamlab.local_files`),
+whose jar is on the class path of every driver the archive is for.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from streamlab import jvm_archive
+from streamlab import jvm_archive, local_files
 
 #: The most a build may take: a busy 2-core machine takes two minutes.
 BUILD_WITHIN = 600.0
@@ -29,6 +32,8 @@ def build(within: float = BUILD_WITHIN) -> int:
     started = time.monotonic()
     # The folder says a build was tried: nox tries again only with a new install.
     jvm_archive.folder().mkdir(parents=True, exist_ok=True)
+    # First the course's local file system, whose jar is on the class path the archive is for.
+    local_files.build()
     print(
         "Archiving the classes Spark loads, so that Spark starts faster (once, a minute or two) ...",
         flush=True,
