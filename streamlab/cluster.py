@@ -26,25 +26,13 @@ import urllib.request
 from pathlib import Path
 
 from streamlab import processes
+from streamlab.jvm_env import spark_home as spark_home
 from streamlab.paths import BUILD_DIR
 from streamlab.session import jit_options
 
 #: Where the daemons' logs and the workers' scratch folders go.
 LOG_DIR = BUILD_DIR / "cluster"
 LOOPBACK = "127.0.0.1"
-
-
-def spark_home() -> Path:
-    """The installed PySpark's folder, which is a complete ``SPARK_HOME``."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        raise RuntimeError(
-            "PySpark is not installed in this Python; run this from the course "
-            "environment (`nox -s cluster`)."
-        )
-    return Path(spec.origin).parent
 
 
 def free_port(host: str = LOOPBACK) -> int:

@@ -1,4 +1,4 @@
-"""The `java` the course's Spark runs, and the folder of what the course builds for it once per
+"""The `java` the course's Spark runs, PySpark's folder, and the folder of what the course builds for it once per
 environment: the archive of Spark's classes (:mod:`streamlab.jvm_archive`) and the jar of its
 local file system (:mod:`streamlab.local_files`)."""
 
@@ -24,3 +24,16 @@ def java_executable() -> str | None:
     if home and (Path(home) / "bin" / "java").exists():
         return str(Path(home) / "bin" / "java")
     return shutil.which("java")
+
+
+def spark_home() -> Path:
+    """The installed PySpark's folder, which is a complete ``SPARK_HOME``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise RuntimeError(
+            "PySpark is not installed in this Python; run this from the course "
+            "environment (`nox -s cluster`)."
+        )
+    return Path(spec.origin).parent

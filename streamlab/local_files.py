@@ -19,7 +19,6 @@ and nothing otherwise: Hadoop then starts `chmod` as it always did.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -67,10 +66,7 @@ def enabled() -> bool:
 
 def hadoop_jars() -> list[Path]:
     """Hadoop's classes in the installed PySpark."""
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or spec.origin is None:
-        return []
-    return sorted((Path(spec.origin).parent / "jars").glob("hadoop-client-*.jar"))
+    return sorted((jvm_env.spark_home() / "jars").glob("hadoop-client-*.jar"))
 
 
 def javac() -> str | None:
@@ -87,12 +83,12 @@ def javac() -> str | None:
 def conf() -> dict[str, str]:
     """The settings that give a session this file system: ``{}`` when no jar was built for
     this Spark and this source (or it is turned off)."""
-    if not enabled() or not jar().exists() or not key_file().exists():
+    if not enabled() or not jar().exists():
         return {}
     try:
         if key_file().read_text() != key():
             return {}
-    except OSError:
+    except OSError:  # no key: the jar is not known to be this Spark's
         return {}
     return {
         "spark.hadoop.fs.file.impl": FILE_SYSTEM,
